@@ -1,0 +1,173 @@
+"""Structured-config schemas: every Hydra group is checked against one of these dataclasses.
+
+A misspelt key or a value of the wrong type fails at compose time, and
+:func:`heterospec.config.load` turns Hydra's error into one line naming the key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+# ----------------------------------------------------------------------------- models
+@dataclass
+class ArchConfig:
+    """Shape of a Qwen2-architecture model trained here (ignored for hub checkpoints)."""
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    intermediate_size: int = 192
+    max_position_embeddings: int = 256
+
+
+@dataclass
+class TrainConfig:
+    """How a tiny model is trained on the synthetic task."""
+    steps: int = 1000           # optimiser steps
+    batch_size: int = 32        # sequences per step
+    lr: float = 3e-3            # peak learning rate (cosine decay after warmup)
+    warmup: int = 50            # linear warmup steps
+    weight_decay: float = 0.01
+    threads: int = 1            # torch intra-op threads for this role's training job
+    seed: int = 0
+    log_every: int = 50         # progress line every N steps
+
+
+@dataclass
+class ModelRoleConfig:
+    """One role of the trio (draft, prm or target)."""
+    source: str = "train"            # train: trained here on the synthetic task; hub: a Hugging Face id or local path
+    path: str = ""                   # hub id or local directory (source=hub)
+    dtype: str = "float32"           # float32 | bfloat16 | float16
+    quantized: bool = False          # run the W8A8 export instead (draft only; see the quantize stage)
+    arch: ArchConfig = field(default_factory=ArchConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+@dataclass
+class ModelsConfig:
+    name: str = MISSING
+    draft: ModelRoleConfig = field(default_factory=ModelRoleConfig)
+    prm: ModelRoleConfig = field(default_factory=ModelRoleConfig)
+    target: ModelRoleConfig = field(default_factory=ModelRoleConfig)
+    prompt: str = "plain"            # plain: the synthetic task's own format; qwen_math_cot: Qwen2.5-Math CoT chat prompt
+    step_separator: str = "\n\n"     # delimiter between reasoning steps
+    prm_step_token: str = "<extra_0>"  # separator the PRM scores after each step
+
+
+# ----------------------------------------------------------------------------- datasets
+@dataclass
+class GeneratorConfig:
+    """Difficulty knobs of the synthetic multi-step arithmetic task."""
+    min_steps: int = 3               # computed variables per problem (>= 3: speculation needs steps)
+    max_steps: int = 4
+    num_inputs: int = 2              # given variables (a, b, ...)
+    min_operand: int = 1
+    max_operand: int = 9
+    operations: list[str] = field(default_factory=lambda: ["+", "-"])
+    allow_negative: bool = False     # keep every intermediate value >= 0
+    train_seed: int = 1              # seed of the (infinite) training stream
+    test_seed: int = 12345           # seed of the held-out test set
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    kind: str = MISSING              # synthetic | math500 | gsm8k | gaokao2023en | olympiadbench
+    path: str = ""                   # JSONL file for real benchmarks
+    split: str = "test"
+    limit: int = -1                  # -1: every problem
+    shards: int = 1
+    generator: Optional[GeneratorConfig] = None
+
+
+# ----------------------------------------------------------------------------- algorithm
+@dataclass
+class AlgorithmConfig:
+    name: str = MISSING
+    backtrack: bool = False          # BRSD when true
+    threshold: float = 0.7           # PRM acceptance threshold
+    backtrack_threshold: float = 0.7
+    max_backtracks: int = 5          # per problem
+    ancestor_limit: int = 10         # anchor search goes up at most this many steps
+    interventions_per_node: int = 1
+    max_steps: int = 100
+    max_tokens_per_call: int = 2048
+    temperature: float = 0.0         # 0 = greedy
+    seed: int = 43
+
+
+# ----------------------------------------------------------------------------- hardware / system
+@dataclass
+class HardwareConfig:
+    """A device's datasheet. Units: GB, GB/s, TOPS/TFLOPS, MHz, W."""
+    name: str = MISSING
+    kind: str = MISSING              # gpu | fpga | cpu | soc
+    memory_gb: float = MISSING
+    bandwidth_gbs: float = MISSING
+    peak_tflops: dict[str, float] = field(default_factory=dict)  # per precision: fp32, fp16, bf16, int8 (TOPS)
+    clock_mhz: Optional[float] = None
+    power_active_w: float = MISSING
+    power_idle_w: float = MISSING
+    power_cap_w: Optional[float] = None
+    torch_device: str = "cpu"        # where collect runs this role's model when placed on this device
+    fpga: Optional[dict[str, Any]] = None  # dsp, lut, ff, bram36, uram, hbm_channels, channel_gbs
+
+
+@dataclass
+class LinkConfig:
+    name: str = "pcie_gen3_x16"
+    bandwidth_gbs: float = 16.0      # per direction, as in the artifact's comm model
+    latency_us: float = 1.0          # per transfer
+
+
+@dataclass
+class SystemConfig:
+    name: str = MISSING
+    draft: HardwareConfig = MISSING
+    prm: HardwareConfig = MISSING
+    target: HardwareConfig = MISSING
+    link: LinkConfig = field(default_factory=LinkConfig)
+
+
+# ----------------------------------------------------------------------------- schedule
+@dataclass
+class ScheduleConfig:
+    name: str = MISSING
+    prefetch: bool = False           # target prefetches the step while draft + PRM work (T2)
+    partial_cache: bool = False      # reuse partial target outputs by prefix
+    draft_pipeline: bool = False     # draft the next step while the PRM scores this one
+    shadow_sync: bool = False        # draft ingests target tokens while the target refines (T1)
+
+
+# ----------------------------------------------------------------------------- top level
+@dataclass
+class Config:
+    experiment: str = "default"      # results go to results/<run name>/
+    name: str = ""                   # run name; empty = derived from experiment and overrides
+    seed: int = 0
+    datasets: list[str] = field(default_factory=lambda: ["synthetic"])  # the experiment's dataset grid
+    eval_limit: int = -1             # cap on problems per dataset for the evaluate stage (-1: all)
+    eval_max_new_tokens: int = 256   # per-problem generation budget of draft-only / target-only runs
+    models: ModelsConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    algorithm: AlgorithmConfig = MISSING
+    system: SystemConfig = MISSING
+    schedule: ScheduleConfig = MISSING
+    paths: dict[str, str] = field(default_factory=dict)
+
+
+def register() -> None:
+    """Register the schemas with Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    cs.store(group="models", name="schema", node=ModelsConfig)
+    cs.store(group="dataset", name="schema", node=DatasetConfig)
+    cs.store(group="algorithm", name="schema", node=AlgorithmConfig)
+    cs.store(group="hardware", name="schema", node=HardwareConfig)
+    cs.store(group="system", name="schema", node=SystemConfig)
+    cs.store(group="schedule", name="schema", node=ScheduleConfig)
