@@ -1,0 +1,119 @@
+"""Compose the Hydra config of a run, checked against the structured schemas.
+
+``load(["experiment=ci", "hardware@system.draft=v80"])`` is what every stage and the
+Snakefile call, so the command line, Snakemake and a test all see the same config.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
+
+from heterospec.config.schema import Config, register
+from heterospec.errors import UserError
+
+CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
+RESULTS_DIR = Path("results")
+
+
+def _one_line(exc: BaseException) -> str:
+    """Hydra/OmegaConf errors as one line: the innermost message plus the key it names."""
+    while exc.__cause__ is not None and str(exc.__cause__).strip():
+        exc = exc.__cause__
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    msg = lines[0] if lines else type(exc).__name__
+    m = re.search(r"Could not find '(\w+)/([^']*)'", msg)
+    if m and (CONF_DIR / m.group(1)).is_dir():
+        options = sorted(p.stem for p in (CONF_DIR / m.group(1)).glob("*.yaml"))
+        msg = f"'{m.group(2)}' is not a {m.group(1)} config; choose one of {options}"
+    key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
+    if key and key not in msg:
+        msg += f" (key: {key})"
+    return msg
+
+
+def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The resolved run config for these Hydra overrides; raises UserError with one line on any error."""
+    overrides = list(overrides)
+    register()
+    if not CONF_DIR.is_dir():
+        raise UserError(f"{CONF_DIR}: config directory not found (is heterospec installed from its checkout?)")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    except Exception as e:  # Hydra raises several unrelated types for user mistakes
+        raise UserError(f"config error: {_one_line(e)}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    try:  # `+key=value` can add keys Hydra's struct mode lets through; the schema must still hold
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        plain.pop("hydra", None)
+        OmegaConf.merge(OmegaConf.structured(Config), plain)
+    except Exception as e:
+        raise UserError(f"config error: {_one_line(e)}") from None
+    choices = cfg.hydra.runtime.choices
+    with _open(cfg):
+        del cfg["hydra"]
+        cfg.experiment = choices.get("experiment", cfg.experiment)
+        if not cfg.name:
+            cfg.name = run_name(cfg.experiment, [o for o in overrides if not o.startswith(("experiment=", "name="))])
+    try:
+        OmegaConf.resolve(cfg)
+    except Exception as e:
+        raise UserError(f"config error: {_one_line(e)}") from None
+    _check(cfg)
+    return cfg
+
+
+class _open:
+    """Temporarily lift struct mode (to drop the hydra node and fill derived fields)."""
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+
+    def __enter__(self):
+        OmegaConf.set_struct(self.cfg, False)
+
+    def __exit__(self, *exc):
+        OmegaConf.set_struct(self.cfg, True)
+
+
+def run_name(experiment: str, overrides: list[str]) -> str:
+    """``<experiment>`` alone, or ``<experiment>+<hash of overrides>`` so runs that differ coexist."""
+    if not overrides:
+        return experiment
+    digest = hashlib.sha1("\n".join(sorted(overrides)).encode()).hexdigest()[:8]
+    return f"{experiment}+{digest}"
+
+
+def _check(cfg: DictConfig) -> None:
+    """Checks the schema cannot express (values, not types)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", cfg.name):
+        raise UserError(f"config error: name '{cfg.name}' may hold only letters, digits and _ . + -")
+    for ds in cfg.datasets:
+        if not (CONF_DIR / "dataset" / f"{ds}.yaml").exists():
+            valid = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
+            raise UserError(f"config error: datasets lists '{ds}', which is not one of {valid}")
+    if not 0.0 <= cfg.algorithm.threshold <= 1.0:
+        raise UserError(f"config error: algorithm.threshold={cfg.algorithm.threshold} must lie in [0, 1]")
+
+
+def dataset_config(cfg: DictConfig, name: str, overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The ``dataset`` group entry ``name`` composed with the run's overrides."""
+    if cfg.dataset.name == name:
+        return cfg.dataset
+    return compose_config([*overrides, f"dataset={name}"]).dataset
+
+
+def run_dir(cfg: DictConfig) -> Path:
+    """``results/<run name>``: where every output of this run lives."""
+    return RESULTS_DIR / cfg.name
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg, resolve=True)

@@ -70,6 +70,7 @@ class GeneratorConfig:
     max_operand: int = 9
     operations: list[str] = field(default_factory=lambda: ["+", "-"])
     allow_negative: bool = False     # keep every intermediate value >= 0
+    max_value: int = 9               # |every value| <= this: single digits keep the character-level task learnable in minutes
     train_seed: int = 1              # seed of the (infinite) training stream
     test_seed: int = 12345           # seed of the held-out test set
 
@@ -114,7 +115,6 @@ class HardwareConfig:
     power_active_w: float = MISSING
     power_idle_w: float = MISSING
     power_cap_w: Optional[float] = None
-    torch_device: str = "cpu"        # where collect runs this role's model when placed on this device
     fpga: Optional[dict[str, Any]] = None  # dsp, lut, ff, bram36, uram, hbm_channels, channel_gbs
 
 
@@ -132,6 +132,8 @@ class SystemConfig:
     prm: HardwareConfig = MISSING
     target: HardwareConfig = MISSING
     link: LinkConfig = field(default_factory=LinkConfig)
+    # torch device each role's model runs on when the collect stage runs it for real
+    torch_devices: dict[str, str] = field(default_factory=lambda: {"draft": "cpu", "prm": "cpu", "target": "cpu"})
 
 
 # ----------------------------------------------------------------------------- schedule
