@@ -36,3 +36,6 @@ class RunPaths:
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
+
+    def benchmark(self, name: str) -> Path:
+        return self.root / "benchmarks" / f"{name}.tsv"

@@ -1,0 +1,3 @@
+from heterospec.cli import entry
+
+entry()

@@ -1,0 +1,100 @@
+"""The ``heterospec`` command.
+
+    heterospec query "SELECT * FROM accuracy"     SQL over every result (DuckDB)
+    heterospec config experiment=ci               print a run's resolved config
+    heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
+    heterospec views                              list the catalogue's views and their columns
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+from heterospec import stage
+from heterospec.paths import DUCKDB_FILE
+
+
+def format_table(columns: list[str], rows: list[tuple]) -> str:
+    """A plain aligned text table."""
+    def cell(v):
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.0f}"
+        return str(v).replace("\n", "\\n")
+    body = [[cell(v) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(columns)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()
+    out = [line(columns), line(["-" * w for w in widths])] + [line(r) for r in body]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def _query(args) -> None:
+    from heterospec.store.catalog import query
+    cols, rows = query(args.db, args.sql)
+    if args.format == "csv":
+        w = csv.writer(sys.stdout)
+        w.writerow(cols)
+        w.writerows(rows)
+    elif args.format == "json":
+        print(json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1))
+    else:
+        print(format_table(cols, rows))
+
+
+def _views(args) -> None:
+    from heterospec.store.catalog import query
+    _, views = query(args.db, "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name")
+    for (name,) in views:
+        cols, _ = query(args.db, f"SELECT * FROM {name} LIMIT 0")
+        print(f"{name}: {', '.join(cols)}")
+
+
+def _config(args) -> None:
+    from heterospec.config import to_yaml
+    cfg, paths = stage.compose(args)
+    print(f"# run {cfg.name} -> {paths.root}/")
+    print(to_yaml(cfg), end="")
+
+
+def _models(args) -> None:
+    from heterospec.models.report import print_quality, quality_report
+    cfg, paths = stage.compose(args)
+    table = quality_report(cfg, paths, args.overrides, paths.model_quality, reuse=not args.recompute)
+    print_quality(table)
+
+
+def main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser(prog="heterospec", description="Heterogeneous speculative inference, reproduced.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    q = sub.add_parser("query", help="run SQL against results/heterospec.duckdb")
+    q.add_argument("sql")
+    q.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    q.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    q.set_defaults(func=_query)
+
+    v = sub.add_parser("views", help="list the catalogue's views and their columns")
+    v.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    v.set_defaults(func=_views)
+
+    c = sub.add_parser("config", help="print the resolved config for Hydra overrides")
+    c.add_argument("overrides", nargs="*")
+    c.set_defaults(func=_config)
+
+    m = sub.add_parser("models", help="model commands")
+    m.add_argument("action", choices=["evaluate"], help="evaluate: quality of the trained trio")
+    m.add_argument("overrides", nargs="*")
+    m.add_argument("--recompute", action="store_true", help="recompute even if the report exists")
+    m.set_defaults(func=_models)
+
+    args = p.parse_args(argv)
+    args.func(args)
+
+
+def entry() -> None:
+    stage.run(main)

@@ -1,0 +1,90 @@
+"""The ``evaluate`` stage: draft-only and target-only greedy decoding on a dataset.
+
+    python -m heterospec.evaluate --dataset synthetic --method target_only experiment=ci
+
+One Parquet row per problem (schema ``evaluation/v1``); these are the single-model
+baselines of the paper's Table III.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from tqdm import tqdm
+
+from heterospec import stage
+from heterospec.config import dataset_config
+from heterospec.errors import UserError
+from heterospec.grading import grade, last_boxed
+from heterospec.paths import EVAL_METHODS, RunPaths
+from heterospec.store import versioned, write_parquet
+
+EVALUATION_SCHEMA = versioned("evaluation", 1, [
+    pa.field("run", pa.string()),            # results/<run>/
+    pa.field("experiment", pa.string()),
+    pa.field("models", pa.string()),         # models config name (tiny, config1, ...)
+    pa.field("dataset", pa.string()),
+    pa.field("method", pa.string()),         # draft_only | target_only
+    pa.field("problem_id", pa.string()),
+    pa.field("answer", pa.string()),         # reference answer
+    pa.field("prediction", pa.string()),     # last \boxed{} of the output (null if none)
+    pa.field("correct", pa.bool_()),
+    pa.field("output", pa.string()),
+    pa.field("prompt_tokens", pa.int32()),
+    pa.field("output_tokens", pa.int32()),
+    pa.field("wall_s", pa.float64()),
+])
+
+
+def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[str], out: Path) -> list[dict]:
+    """Greedy-decode every problem with one model and grade it; write the rows to ``out``."""
+    import torch
+    from heterospec.models.generate import greedy_generate
+    from heterospec.models.loading import load_causal_lm, load_tokenizer
+    from heterospec.models.prompts import format_prompt
+    from heterospec.models.stage import read_manifest
+    from heterospec.tasks import load_problems
+
+    if method not in EVAL_METHODS:
+        raise UserError(f"--method {method}: expected one of {list(EVAL_METHODS)}")
+    role = method.removesuffix("_only")
+    ds = dataset_config(cfg, dataset, overrides)
+    problems = load_problems(ds, cfg.eval_limit)
+    manifest = read_manifest(paths.model_manifest(role))
+    device = cfg.system.torch_devices[role]
+    tokenizer = load_tokenizer(manifest["path"])
+    model = load_causal_lm(manifest["path"], device=device, dtype=cfg.models[role].dtype)
+    torch.manual_seed(cfg.seed)
+    rows = []
+    bar = tqdm(problems, desc=f"evaluate {dataset}/{method}", unit="problem", file=sys.stderr, mininterval=2)
+    for prob in bar:
+        prompt = format_prompt(cfg.models.prompt, prob.question, tokenizer)
+        t0 = time.perf_counter()
+        text, n_out = greedy_generate(model, tokenizer, prompt, cfg.eval_max_new_tokens)
+        wall = time.perf_counter() - t0
+        ok = grade(text, prob.answer)
+        rows.append(dict(run=cfg.name, experiment=cfg.experiment, models=cfg.models.name, dataset=dataset,
+                         method=method, problem_id=prob.id, answer=prob.answer, prediction=last_boxed(text),
+                         correct=ok, output=text, prompt_tokens=len(tokenizer(prompt)["input_ids"]),
+                         output_tokens=n_out, wall_s=wall))
+        bar.set_postfix(acc=f"{100 * sum(r['correct'] for r in rows) / len(rows):.1f}%")
+    write_parquet(rows, out, EVALUATION_SCHEMA)
+    acc = 100 * sum(r["correct"] for r in rows) / max(1, len(rows))
+    print(f"[evaluate] {dataset}/{method}: {acc:.1f}% of {len(rows)} problems correct -> {out}")
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    p = stage.parser("python -m heterospec.evaluate", "Draft-only / target-only greedy decoding on a dataset.")
+    p.add_argument("--dataset", required=True, help="a dataset config name (synthetic, math500, ...)")
+    p.add_argument("--method", required=True, choices=EVAL_METHODS)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    cfg, paths = stage.compose(args)
+    evaluate(cfg, paths, args.dataset, args.method, args.overrides, args.out or paths.evaluation(args.dataset, args.method))
+
+
+if __name__ == "__main__":
+    stage.run(main)

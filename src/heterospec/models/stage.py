@@ -1,0 +1,108 @@
+"""The ``models`` stage: train a tiny role on the synthetic task, or resolve a real checkpoint.
+
+    python -m heterospec.models train --role target experiment=ci
+    python -m heterospec.models quality experiment=ci
+
+Either way the stage ends by writing ``models/<role>/manifest.json``, the file the rest of
+the workflow reads to find a role's checkpoint. It is written last and atomically, so a
+killed run never leaves a manifest pointing at a half-written model.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from heterospec import stage
+from heterospec.config import dataset_config
+from heterospec.errors import UserError
+from heterospec.paths import ROLES, RunPaths
+
+
+def resolve_checkpoint(role: str, role_cfg: DictConfig) -> Path:
+    """Local directory of a hub-sourced role: a local path, or a Hugging Face id already in the cache."""
+    path = role_cfg.path
+    if not path:
+        raise UserError(f"models.{role}.path is empty; give a Hugging Face id or a local directory")
+    if Path(path).expanduser().is_dir():
+        local = Path(path).expanduser().resolve()
+        if not (local / "config.json").exists():
+            raise UserError(f"models.{role}.path={path}: directory has no config.json (not a Hugging Face checkpoint)")
+        return local
+    if path.startswith(("/", ".", "~")) or path.count("/") != 1:
+        raise UserError(f"models.{role}.path={path}: no such directory")
+    from huggingface_hub import snapshot_download
+    try:
+        return Path(snapshot_download(path, local_files_only=True))
+    except Exception:
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("1", "true", "True") and os.environ.get("HETEROSPEC_DOWNLOAD") == "1":
+        try:
+            return Path(snapshot_download(path))
+        except Exception as e:
+            raise UserError(f"models.{role}: downloading '{path}' failed ({type(e).__name__})") from None
+    raise UserError(f"models.{role}: '{path}' is not in the local Hugging Face cache; download it "
+                    f"(huggingface-cli download {path}) or point at a local copy with models.{role}.path=/dir "
+                    f"(HETEROSPEC_DOWNLOAD=1 lets this stage download it)")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[str], out: Path) -> dict:
+    """Train (source=train) or resolve (source=hub) one role and write its manifest to ``out``."""
+    if role not in ROLES:
+        raise UserError(f"--role {role}: expected one of {list(ROLES)}")
+    role_cfg = cfg.models[role]
+    manifest = {"role": role, "models": cfg.models.name, "source": role_cfg.source,
+                "dtype": role_cfg.dtype, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    if role_cfg.source == "train":
+        from heterospec.models.train import train_role
+        synthetic = dataset_config(cfg, "synthetic", overrides)
+        ckpt = paths.model_checkpoint(role)
+        metrics = train_role(cfg.models, synthetic, role, ckpt)
+        manifest.update(path=str(ckpt.resolve()), train=metrics,
+                        config=OmegaConf.to_container(role_cfg, resolve=True))
+    elif role_cfg.source == "hub":
+        manifest.update(path=str(resolve_checkpoint(role, role_cfg)), hub_id=role_cfg.path)
+    else:
+        raise UserError(f"models.{role}.source={role_cfg.source}: expected 'train' or 'hub'")
+    _write_json(out, manifest)
+    print(f"[models] {role}: {manifest['path']}")
+    return manifest
+
+
+def read_manifest(path: Path) -> dict:
+    """A role's manifest; a missing or stale one is a clear error, not a traceback."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: model manifest not found; run the models stage first "
+                        f"(snakemake --cores all, or python -m heterospec.models train --role ROLE)") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e.msg})") from None
+    if not Path(data.get("path", "")).exists():
+        raise UserError(f"{path}: points at {data.get('path')!r}, which does not exist; retrain or re-resolve the model")
+    return data
+
+
+def main(argv: list[str]) -> None:
+    p = stage.parser("python -m heterospec.models", "Train or resolve the draft / PRM / target trio.")
+    p.add_argument("command", choices=["train", "quality"], help="train: one role; quality: the trio's quality report")
+    p.add_argument("--role", default="target", help="draft | prm | target (train only)")
+    p.add_argument("--out", type=Path, help="output file (default: inside results/<run>/models/)")
+    args = p.parse_args(argv)
+    cfg, paths = stage.compose(args)
+    if args.command == "train":
+        prepare_role(cfg, paths, args.role, args.overrides, args.out or paths.model_manifest(args.role))
+    else:
+        from heterospec.models.report import quality_report, print_quality
+        table = quality_report(cfg, paths, args.overrides, args.out or paths.model_quality)
+        print_quality(table)

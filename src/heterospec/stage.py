@@ -1,0 +1,50 @@
+"""What every ``python -m heterospec.<stage>`` entry point shares: argument parsing and error reporting.
+
+A stage takes its own ``--flags`` (paths, chosen by Snakemake) followed by Hydra overrides
+(``key=value``, chosen by the user), composes the run config, and reports a
+:class:`~heterospec.errors.UserError` as one line on stderr with exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from omegaconf import DictConfig
+
+from heterospec.config import compose_config, run_dir, to_yaml
+from heterospec.errors import UserError
+from heterospec.paths import RunPaths
+
+
+def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=ci models.target.train.steps=100")
+    return p
+
+
+def compose(args: argparse.Namespace) -> tuple[DictConfig, RunPaths]:
+    """The run config and its output paths for the parsed command line."""
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        raise UserError(f"'{bad[0]}' is not a Hydra override; write key=value (e.g. experiment=ci)")
+    cfg = compose_config(args.overrides)
+    return cfg, RunPaths(run_dir(cfg))
+
+
+def write_config(cfg: DictConfig, paths: RunPaths) -> None:
+    """Record the fully resolved config next to the run's results."""
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.config.write_text(to_yaml(cfg))
+
+
+def run(main: Callable[[list[str]], None], argv: list[str] | None = None) -> None:
+    """Call ``main(argv)``; turn UserError into one line and exit status 2."""
+    try:
+        main(sys.argv[1:] if argv is None else argv)
+    except UserError as e:
+        print(f"heterospec: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("heterospec: interrupted; finished outputs are kept, rerun to resume", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,34 @@
+# aggregate: the run's resolved config, and one DuckDB catalogue with views over every run's
+# Parquet (results/heterospec.duckdb).
+
+
+rule config:
+    output:
+        PATHS.config,
+    params:
+        spec=digest(CFG),
+        hydra=HYDRA,
+    log:
+        PATHS.log("config"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec config {params.hydra} > {output} 2> {log}"
+
+
+rule aggregate:
+    input:
+        evaluations(),
+        quality_report(),
+    output:
+        DUCKDB_FILE,
+    log:
+        PATHS.log("aggregate"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.aggregate --db {output} 2>&1 | tee {log}"
+
+
+onsuccess:
+    shell(f"python -m heterospec query \"SELECT * FROM accuracy WHERE run = '{CFG.name}'\" || true")

@@ -1,0 +1,93 @@
+# Config loading and path helpers: the only Python logic of the workflow.
+import hashlib
+import shlex
+import sys
+
+from omegaconf import OmegaConf
+
+from heterospec.config import compose_config, run_dir
+from heterospec.errors import UserError
+from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths
+
+
+def parse_overrides(value):
+    """Hydra overrides from --config overrides=...: space-separated, or one bracketed comma list."""
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    text = str(value or "").strip()
+    if text.startswith("[") and text.endswith("]"):
+        items, depth, cur = [], 0, ""
+        for ch in text[1:-1]:
+            depth += ch in "[{(" and 1 or (-1 if ch in "]})" else 0)
+            if ch == "," and depth == 0:
+                items.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        return [i for i in items + [cur.strip()] if i]
+    return shlex.split(text)
+
+
+EXPERIMENT = str(config.get("experiment", "default"))
+OVERRIDES = [f"experiment={EXPERIMENT}"] + parse_overrides(config.get("overrides", ""))
+if config.get("name"):
+    OVERRIDES.append(f"name={config['name']}")
+try:
+    CFG = compose_config(OVERRIDES)
+except UserError as e:
+    print(f"heterospec: {e}", file=sys.stderr)
+    sys.exit(2)
+
+RUN = str(run_dir(CFG))
+PATHS = RunPaths(run_dir(CFG))
+HYDRA = " ".join(shlex.quote(o) for o in OVERRIDES)
+TRAINED = [r for r in ROLES if CFG.models[r].source == "train"]
+
+
+def digest(*nodes):
+    """Short hash of config sections: a rule's params, so Snakemake reruns it when they change."""
+    text = "\n".join(OmegaConf.to_yaml(n, resolve=True) if OmegaConf.is_config(n) else str(n) for n in nodes)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def model_spec(wildcards):
+    synthetic = compose_config([*OVERRIDES, "dataset=synthetic"]).dataset
+    return digest(CFG.models[wildcards.role], CFG.models.prompt, synthetic.generator)
+
+
+def model_threads(wildcards):
+    return int(CFG.models[wildcards.role].train.threads) if CFG.models[wildcards.role].source == "train" else 1
+
+
+def eval_inputs(wildcards):
+    role = wildcards.method.removesuffix("_only")
+    inputs = {"manifest": str(PATHS.model_manifest(role))}
+    ds = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}"]).dataset
+    if ds.kind != "synthetic":
+        inputs["data"] = ds.path
+    return inputs
+
+
+def eval_spec(wildcards):
+    ds = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}"]).dataset
+    return digest(ds, CFG.eval_limit, CFG.eval_max_new_tokens, CFG.models.prompt)
+
+
+def evaluations():
+    return [str(PATHS.evaluation(d, m)) for d in CFG.datasets for m in EVAL_METHODS]
+
+
+def quality_report():
+    """The trio's quality report, for trained trios only (hub checkpoints are not trained on the task)."""
+    return [str(PATHS.model_quality)] if len(TRAINED) == len(ROLES) else []
+
+
+def run_outputs():
+    return [str(PATHS.config), *evaluations(), *quality_report(), str(DUCKDB_FILE)]
+
+
+wildcard_constraints:
+    role="draft|prm|target",
+    method="|".join(EVAL_METHODS),
+    dataset=r"[A-Za-z0-9_]+",
+

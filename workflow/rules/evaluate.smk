@@ -1,0 +1,20 @@
+# evaluate: draft-only and target-only greedy decoding, the single-model rows of Table III.
+
+
+rule evaluate:
+    input:
+        unpack(eval_inputs),
+    output:
+        PATHS.evaluation("{dataset}", "{method}"),
+    params:
+        spec=eval_spec,
+        hydra=HYDRA,
+    log:
+        PATHS.log("evaluate_{dataset}_{method}"),
+    benchmark:
+        PATHS.benchmark("evaluate_{dataset}_{method}")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.evaluate --dataset {wildcards.dataset} --method {wildcards.method}"
+        " --out {output} {params.hydra} 2>&1 | tee {log}"
