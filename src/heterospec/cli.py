@@ -83,12 +83,12 @@ def main(argv: list[str]) -> None:
     v.set_defaults(func=_views)
 
     c = sub.add_parser("config", help="print the resolved config for Hydra overrides")
-    c.add_argument("overrides", nargs="*")
+    c.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     c.set_defaults(func=_config)
 
     m = sub.add_parser("models", help="model commands")
     m.add_argument("action", choices=["evaluate"], help="evaluate: quality of the trained trio")
-    m.add_argument("overrides", nargs="*")
+    m.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     m.add_argument("--recompute", action="store_true", help="recompute even if the report exists")
     m.set_defaults(func=_models)
 

@@ -81,7 +81,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--dataset", required=True, help="a dataset config name (synthetic, math500, ...)")
     p.add_argument("--method", required=True, choices=EVAL_METHODS)
     p.add_argument("--out", type=Path)
-    args = p.parse_args(argv)
+    args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     evaluate(cfg, paths, args.dataset, args.method, args.overrides, args.out or paths.evaluation(args.dataset, args.method))
 

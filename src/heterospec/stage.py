@@ -18,9 +18,13 @@ from heterospec.paths import RunPaths
 
 
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=description)
+    return argparse.ArgumentParser(prog=prog, description=description)
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse the stage's own flags and positionals, then the trailing Hydra overrides."""
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=ci models.target.train.steps=100")
-    return p
+    return p.parse_intermixed_args(argv)
 
 
 def compose(args: argparse.Namespace) -> tuple[DictConfig, RunPaths]:

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("command", choices=["train", "quality"], help="train: one role; quality: the trio's quality report")
     p.add_argument("--role", default="target", help="draft | prm | target (train only)")
     p.add_argument("--out", type=Path, help="output file (default: inside results/<run>/models/)")
-    args = p.parse_args(argv)
+    args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.command == "train":
         prepare_role(cfg, paths, args.role, args.overrides, args.out or paths.model_manifest(args.role))

@@ -1,0 +1,92 @@
+"""The trio's quality report (``heterospec models evaluate``): one Parquet row per run.
+
+The bars the embedded default must meet (target accuracy >= 75 %, draft >= 20 % and at least
+15 points below the target, PRM step AUROC >= 0.90, whole trio trained in <= 10 minutes) are
+checked here and printed beside the numbers, so a tuned task that drifts below them shows it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from heterospec.config import dataset_config
+from heterospec.paths import ROLES, RunPaths
+from heterospec.store import read_parquet, versioned, write_parquet
+
+QUALITY_SCHEMA = versioned("model_quality", 1, [
+    pa.field("run", pa.string()),
+    pa.field("experiment", pa.string()),
+    pa.field("models", pa.string()),
+    pa.field("problems", pa.int32()),               # held-out synthetic problems evaluated
+    pa.field("draft_accuracy", pa.float64()),       # % correct, greedy
+    pa.field("target_accuracy", pa.float64()),
+    pa.field("gap_points", pa.float64()),           # target - draft, percentage points
+    pa.field("prm_auroc", pa.float64()),            # correct vs corrupted steps
+    pa.field("prm_accept_rate", pa.float64()),      # correct steps scoring >= algorithm.threshold
+    pa.field("prm_reject_rate", pa.float64()),      # corrupted steps scoring < algorithm.threshold
+    pa.field("params_draft", pa.int64()),
+    pa.field("params_prm", pa.int64()),
+    pa.field("params_target", pa.int64()),
+    pa.field("train_s_draft", pa.float64()),
+    pa.field("train_s_prm", pa.float64()),
+    pa.field("train_s_target", pa.float64()),
+    pa.field("meets_bars", pa.bool_()),             # the embedded default's quality bars
+])
+
+BARS = {"target_accuracy": 75.0, "draft_accuracy": 20.0, "gap_points": 15.0, "prm_auroc": 0.90}
+TRAIN_BUDGET_S = 600.0
+
+
+def _bars_met(row: dict) -> bool:
+    return (row["target_accuracy"] >= BARS["target_accuracy"] and row["draft_accuracy"] >= BARS["draft_accuracy"]
+            and row["gap_points"] >= BARS["gap_points"] and row["prm_auroc"] >= BARS["prm_auroc"])
+
+
+def quality_report(cfg, paths: RunPaths, overrides: list[str], out: Path, reuse: bool = False) -> pa.Table:
+    """Evaluate the trained trio on held-out problems and write the report row to ``out``."""
+    from heterospec.models.quality import evaluate_quality
+    from heterospec.models.stage import read_manifest
+
+    if reuse and Path(out).exists():
+        return read_parquet(out, QUALITY_SCHEMA)
+    manifests = {role: read_manifest(paths.model_manifest(role)) for role in ROLES}
+    synthetic = dataset_config(cfg, "synthetic", overrides)
+    n = synthetic.limit if cfg.eval_limit < 0 else min(cfg.eval_limit, synthetic.limit)
+    q = evaluate_quality(cfg.models, synthetic, {r: Path(m["path"]) for r, m in manifests.items()}, n=n)
+    threshold = cfg.algorithm.threshold
+    row = dict(run=cfg.name, experiment=cfg.experiment, models=cfg.models.name, problems=n,
+               draft_accuracy=100 * q["draft_accuracy"], target_accuracy=100 * q["target_accuracy"],
+               gap_points=100 * (q["target_accuracy"] - q["draft_accuracy"]), prm_auroc=q["prm_auroc"],
+               prm_accept_rate=q.get(f"prm_pos_accept@{threshold}"), prm_reject_rate=q.get(f"prm_neg_reject@{threshold}"))
+    for role, m in manifests.items():
+        row[f"params_{role}"] = m.get("train", {}).get("params")
+        row[f"train_s_{role}"] = m.get("train", {}).get("wall_s")
+    row["meets_bars"] = _bars_met(row)
+    write_parquet([row], out, QUALITY_SCHEMA)
+    return read_parquet(out, QUALITY_SCHEMA)
+
+
+def print_quality(table: pa.Table) -> None:
+    """The report as a few readable lines, with each bar marked met or missed."""
+    for row in table.to_pylist():
+        def mark(ok: bool) -> str:
+            return "ok" if ok else "MISSED"
+        print(f"trio quality for run {row['run']} (models={row['models']}, {row['problems']} held-out problems)")
+        print(f"  target accuracy  {row['target_accuracy']:6.1f} %   bar >= {BARS['target_accuracy']:.0f} %   "
+              f"{mark(row['target_accuracy'] >= BARS['target_accuracy'])}")
+        print(f"  draft accuracy   {row['draft_accuracy']:6.1f} %   bar >= {BARS['draft_accuracy']:.0f} % and "
+              f">= {BARS['gap_points']:.0f} points below the target (gap {row['gap_points']:.1f})   "
+              f"{mark(row['draft_accuracy'] >= BARS['draft_accuracy'] and row['gap_points'] >= BARS['gap_points'])}")
+        print(f"  PRM step AUROC   {row['prm_auroc']:6.3f}     bar >= {BARS['prm_auroc']:.2f}   "
+              f"{mark(row['prm_auroc'] >= BARS['prm_auroc'])}")
+        times = [row[f"train_s_{r}"] for r in ROLES if row[f"train_s_{r}"] is not None]
+        if times:
+            # roles train as separate jobs, two at a time on a 2-core machine
+            print(f"  training         " + ", ".join(f"{r} {row[f'train_s_{r}']:.0f} s" for r in ROLES
+                                                      if row[f"train_s_{r}"] is not None)
+                  + f"; sum {sum(times):.0f} s (budget {TRAIN_BUDGET_S:.0f} s wall on 2 cores)")
+        params = ", ".join(f"{r} {row[f'params_{r}']:,}" for r in ROLES if row[f"params_{r}"] is not None)
+        if params:
+            print(f"  parameters       {params}")
+        print(f"  all bars met: {'yes' if row['meets_bars'] else 'no'}")
