@@ -1,0 +1,155 @@
+"""The simulator's input: one row per reasoning-step event of a problem, whatever produced the trace.
+
+A step is: the draft writes ``draft_tokens``; the PRM scores them against ``kv_verify`` accepted tokens of context;
+the outcome is ``accept`` (the draft's step joins the path), ``rescue`` (the target writes ``target_tokens`` from
+``kv_target`` = ``kv_verify`` tokens and they join the path), or ``backtrack`` (the path is cut back to
+``kv_target`` tokens, ``rollback_tokens`` fewer, and the target writes ``target_tokens`` there). ``path_tokens``
+is the accepted path's length after the step; the last step's value is the problem's accepted tokens.
+Context lengths exclude the prompt, as in the artifact's model.
+
+Producers:
+
+* :func:`steps_from_events` — the artifact traces (importer's events table), kv from the v12 path-stack rule.
+* :func:`steps_from_calls` — our own traces: one row per model call (``CALLS_SCHEMA``: role, phase
+  prefill/decode/score, tokens in/out, kv length, step outcome), grouped into steps.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from heterospec.errors import UserError
+from heterospec.store.parquet import read_parquet, versioned, write_parquet
+
+OUTCOMES = ("accept", "rescue", "backtrack")
+_i32 = pa.int32()
+
+STEPS_SCHEMA = versioned("replay_steps", 1, [
+    pa.field("dataset", pa.string(), nullable=False),
+    pa.field("problem", pa.string(), nullable=False),       # unique within a dataset (file path or problem id)
+    pa.field("source", pa.string(), nullable=False),        # artifact | collect
+    pa.field("step_idx", _i32, nullable=False),             # 0-based order within the problem
+    pa.field("logical_step", _i32, nullable=False),         # 1-based position on the reasoning path
+    pa.field("outcome", pa.string(), nullable=False),       # accept | rescue | backtrack
+    pa.field("prompt_tokens", _i32, nullable=False),
+    pa.field("draft_tokens", _i32, nullable=False),
+    pa.field("target_tokens", _i32, nullable=False),        # 0 on accept
+    pa.field("kv_verify", _i32, nullable=False),            # accepted context when the PRM scores the draft step
+    pa.field("kv_target", _i32, nullable=False),            # context the target writes from (after any rollback)
+    pa.field("rollback_tokens", _i32, nullable=False),
+    pa.field("path_tokens", _i32, nullable=False),          # accepted path length after this step
+])
+
+CALLS_SCHEMA = versioned("model_calls", 1, [
+    pa.field("dataset", pa.string(), nullable=False),
+    pa.field("problem", pa.string(), nullable=False),
+    pa.field("step_idx", _i32, nullable=False),             # the reasoning step this call belongs to
+    pa.field("call_idx", _i32, nullable=False),             # order within the problem
+    pa.field("role", pa.string(), nullable=False),          # draft | prm | target
+    pa.field("phase", pa.string(), nullable=False),         # prefill | decode | score
+    pa.field("tokens_in", _i32, nullable=False),
+    pa.field("tokens_out", _i32, nullable=False),
+    pa.field("kv_len", _i32, nullable=False),               # tokens in the model's context before the call
+    pa.field("outcome", pa.string(), nullable=False),       # the step's outcome (accept | rescue | backtrack)
+    pa.field("wall_ms", pa.float64()),                      # measured time (null when not measured)
+])
+
+
+def steps_from_events(events: pa.Table) -> pa.Table:
+    """Artifact events -> steps. Target tokens: ``target_total_tokens``, else ``target_tokens_spent``;
+    a backtrack with 0 uses its draft tokens (the v12 rule); ``accept_via_prefetch`` is a rescue whose
+    output came from the prefetch (at least 1 token)."""
+    cols = events.select(["dataset", "source", "prompt_tokens", "status", "logical_step", "draft_tokens_spent",
+                          "target_tokens_spent", "target_total_tokens", "to_step"]).to_pydict()
+    n = len(cols["source"])
+    rows: list[dict] = []
+    i = 0
+    while i < n:
+        src = cols["source"][i]
+        stack: list[tuple[int, int]] = []
+        kv = 0
+        k = 0
+        while i < n and cols["source"][i] == src:
+            status, d = cols["status"][i], cols["draft_tokens_spent"][i]
+            total = cols["target_total_tokens"][i]
+            t = total if total is not None else cols["target_tokens_spent"][i]
+            step = cols["logical_step"][i]
+            kv_v, rb = kv, 0
+            if status == "accept_pure_draft":
+                outcome, t = "accept", 0
+                stack.append((step, d))
+                kv += d
+            elif status in ("target_rescue", "accept_via_prefetch"):
+                outcome = "rescue"
+                t = max(1, t) if status == "accept_via_prefetch" else t
+                stack.append((step, t))
+                kv += t
+            elif status == "BACKTRACK_EVENT":
+                outcome = "backtrack"
+                t = t or d
+                to = cols["to_step"][i]
+                while stack and stack[-1][0] > to:
+                    rb += stack.pop()[1]
+                kv -= rb
+                stack.append((to, t))
+                step = to
+                kv += t
+            else:
+                raise UserError(f"{src}: unknown status '{status}'")
+            rows.append(dict(dataset=cols["dataset"][i], problem=src, source="artifact", step_idx=k,
+                             logical_step=step, outcome=outcome, prompt_tokens=cols["prompt_tokens"][i] or 0,
+                             draft_tokens=d, target_tokens=t, kv_verify=kv_v, kv_target=kv_v - rb,
+                             rollback_tokens=rb, path_tokens=kv))
+            k += 1
+            i += 1
+    return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
+
+
+def steps_from_calls(calls: pa.Table) -> pa.Table:
+    """Model-call traces -> steps. Per step: the draft's decode call gives draft tokens and kv_verify; the first
+    target decode call gives target tokens and kv_target; a draft/target prefill with ``phase=prefill`` before the
+    first step gives the prompt length."""
+    rows: list[dict] = []
+    recs = sorted(calls.to_pylist(), key=lambda r: (r["dataset"], r["problem"], r["call_idx"]))
+    by_problem: dict[tuple, list[dict]] = {}
+    for r in recs:
+        by_problem.setdefault((r["dataset"], r["problem"]), []).append(r)
+    for (ds, prob), rs in by_problem.items():
+        prompt = 0
+        steps: dict[int, dict] = {}
+        for r in rs:
+            if r["role"] not in ("draft", "prm", "target") or r["phase"] not in ("prefill", "decode", "score"):
+                raise UserError(f"{ds}/{prob}: call {r['call_idx']} has role '{r['role']}' phase '{r['phase']}'")
+            if r["outcome"] not in OUTCOMES:
+                raise UserError(f"{ds}/{prob}: call {r['call_idx']} has outcome '{r['outcome']}'")
+            if r["phase"] == "prefill" and r["step_idx"] < 0:
+                prompt = max(prompt, r["tokens_in"])
+                continue
+            s = steps.setdefault(r["step_idx"], dict(outcome=r["outcome"], d=None, t=0, kvv=None, kvt=None))
+            if r["role"] == "draft" and r["phase"] == "decode" and s["d"] is None:
+                s["d"], s["kvv"] = r["tokens_out"], r["kv_len"]
+            elif r["role"] == "target" and r["phase"] == "decode" and s["kvt"] is None:
+                s["t"], s["kvt"] = r["tokens_out"], r["kv_len"]
+        path = 0
+        for k, idx in enumerate(sorted(steps)):
+            s = steps[idx]
+            if s["d"] is None:
+                raise UserError(f"{ds}/{prob}: step {idx} has no draft decode call")
+            kvv = s["kvv"] - prompt if s["kvv"] >= prompt else s["kvv"]
+            kvt = kvv if s["kvt"] is None else (s["kvt"] - prompt if s["kvt"] >= prompt else s["kvt"])
+            rb = max(0, kvv - kvt) if s["outcome"] == "backtrack" else 0
+            path = (kvv + s["d"]) if s["outcome"] == "accept" else (kvt + s["t"])
+            rows.append(dict(dataset=ds, problem=prob, source="collect", step_idx=k, logical_step=k + 1,
+                             outcome=s["outcome"], prompt_tokens=prompt, draft_tokens=s["d"],
+                             target_tokens=s["t"] if s["outcome"] != "accept" else 0, kv_verify=kvv,
+                             kv_target=kvt, rollback_tokens=rb, path_tokens=path))
+    return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
+
+
+def write_steps(table: pa.Table, path: str | Path) -> Path:
+    return write_parquet(table, path, STEPS_SCHEMA)
+
+
+def read_steps(path: str | Path) -> pa.Table:
+    return read_parquet(path, STEPS_SCHEMA)

@@ -1,0 +1,165 @@
+"""Discrete-event replay: invariants on generated traces, engine agreement, registry errors."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from heterospec.errors import UserError
+from heterospec.replay.des import (Ctx, Problem, RESULTS_SCHEMA, SystemParams, problems_from_steps, simulate,
+                                   simulate_problem)
+from heterospec.replay.profiles import get_profile
+from heterospec.replay.schedules import get_schedule, schedule_names
+from heterospec.replay.steps import CALLS_SCHEMA, STEPS_SCHEMA, steps_from_calls, steps_from_events
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+GAOKAO = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1" / "with_bt" / "gaokao2023en"
+SCHEDULES = ["sequential", "step_ahead", "prefetch_only", "hetero"]
+
+
+def system(name="hetero_u280", draft_w=(60.0, 37.0), bw=16.0, lat_us=1.0):
+    return SystemParams(name, {"draft": draft_w[0], "prm": 349.0, "target": 349.0},
+                        {"draft": draft_w[1], "prm": 175.0, "target": 175.0},
+                        {"draft": "fpga", "prm": "gpu", "target": "gpu"}, bw, lat_us)
+
+
+@st.composite
+def problems(draw):
+    n = draw(st.integers(1, 10))
+    prompt = draw(st.integers(0, 300))
+    kv = 0
+    p = Problem("synthetic", "p", prompt, [], [], [], [], [], [])
+    for _ in range(n):
+        out = draw(st.sampled_from(["accept", "accept", "rescue", "backtrack"]))
+        d = draw(st.integers(0 if out == "backtrack" else 1, 150))
+        t = draw(st.integers(1, 150)) if out != "accept" else 0
+        rb = draw(st.integers(0, kv)) if out == "backtrack" else 0
+        p.outcome.append(out); p.d.append(d); p.t.append(t); p.kvv.append(kv); p.kvt.append(kv - rb)
+        kv = kv + d if out == "accept" else kv - rb + t
+        p.path.append(kv)
+    return p
+
+
+CTX = Ctx(get_profile("paper_v12"), system())
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prob=problems())
+def test_invariants(prob):
+    res = {s: simulate_problem(prob, s, CTX)[0] for s in SCHEDULES}
+    for s, m in res.items():
+        assert m["energy_draft_j"] >= 0 and m["energy_prm_j"] >= 0 and m["energy_target_j"] >= 0
+        assert m["discarded_energy_j"] >= 0 and m["stall_ms"] >= 0
+        assert m["latency_ms"] >= m["lower_bound_ms"] - 1e-9
+        assert 0 < m["efficiency"] <= 1 + 1e-12
+        assert m["accepted_tokens"] == prob.path[-1]
+        assert m["latency_ms"] >= max(m["busy_draft_ms"], m["busy_prm_ms"], m["busy_target_ms"]) - 1e-9
+    assert len({m["accepted_tokens"] for m in res.values()}) == 1
+    seq = res["sequential"]["latency_ms"]
+    assert res["step_ahead"]["latency_ms"] <= seq + 1e-9
+    assert res["prefetch_only"]["latency_ms"] <= seq + 1e-9
+    # sequential has nothing to overlap: the lower bound is the latency
+    assert res["sequential"]["efficiency"] == pytest.approx(1.0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prob=problems(), sched=st.sampled_from(SCHEDULES))
+def test_zero_cost_link_changes_only_comm_time(prob, sched):
+    base = simulate_problem(prob, sched, CTX)[0]
+    free = simulate_problem(prob, sched, Ctx(CTX.profile, system(bw=math.inf, lat_us=0.0)))[0]
+    assert free["comm_ms"] == 0.0 and free["comm_share"] == 0.0
+    assert base["comm_ms"] > 0 or sum(prob.d) + sum(prob.t) == 0
+    gain = base["latency_ms"] - free["latency_ms"]
+    assert -1e-9 <= gain <= base["comm_ms"] + 1e-9
+    assert free["accepted_tokens"] == base["accepted_tokens"]
+    if sched == "sequential":  # nothing overlaps: exactly the comm time, device work unchanged
+        assert gain == pytest.approx(base["comm_ms"], abs=1e-9)
+        for k in ("busy_draft_ms", "busy_prm_ms", "busy_target_ms", "discarded_draft_tokens"):
+            assert free[k] == pytest.approx(base[k])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prob=problems(), sched=st.sampled_from(SCHEDULES))
+def test_simpy_and_fast_engines_agree(prob, sched):
+    a, ops_a = simulate_problem(prob, sched, CTX, "fast")
+    b, ops_b = simulate_problem(prob, sched, CTX, "simpy")
+    assert [(o.start, o.end) for o in ops_a] == pytest.approx([(o.start, o.end) for o in ops_b], abs=1e-9)
+    for k in a:
+        assert a[k] == pytest.approx(b[k], rel=1e-12, abs=1e-9), k
+
+
+def test_energy_is_power_times_time():
+    prob = Problem("s", "p", 0, ["accept"], [10], [0], [0], [0], [10])
+    m, ops = simulate_problem(prob, "sequential", CTX)
+    lat = m["latency_ms"]
+    busy_d = sum(o.end - o.start for o in ops if o.res == "draft")
+    assert m["energy_draft_j"] == pytest.approx((60 * busy_d + 37 * (lat - busy_d)) / 1e3)
+    assert m["latency_ms"] == pytest.approx(CTX.profile.draft_decode(0, 10) + CTX.comm(10) + CTX.profile.prm_score(10))
+
+
+def test_registry_errors_and_table():
+    with pytest.raises(UserError, match="unknown schedule 'nope'"):
+        get_schedule("nope")
+    with pytest.raises(UserError, match="unknown schedule"):
+        simulate([], [system()], ["nope"])
+    prob = Problem("s", "p", 5, ["accept"], [10], [0], [0], [0], [10])
+    with pytest.raises(UserError, match="unknown simulation engine"):
+        simulate([prob], [system()], ["sequential"], engine="warp")
+    assert set(SCHEDULES) <= set(schedule_names())
+    t = simulate([prob], [system(), replace(system(), name="gpu3")], ["sequential", "hetero"])
+    assert t.num_rows == 4 and t.schema.equals(RESULTS_SCHEMA, check_metadata=True)
+
+
+def test_system_from_config_objects():
+    from heterospec.config.schema import HardwareConfig, LinkConfig, SystemConfig
+    gpu = HardwareConfig(name="g", kind="gpu", memory_gb=24, bandwidth_gbs=936, power_active_w=349, power_idle_w=175)
+    fpga = HardwareConfig(name="f", kind="fpga", memory_gb=8, bandwidth_gbs=460, power_active_w=60, power_idle_w=37)
+    sp = SystemParams.from_config(SystemConfig(name="x", draft=fpga, prm=gpu, target=gpu,
+                                               link=LinkConfig(bandwidth_gbs=32.0, latency_us=2.0)))
+    assert sp.power_active_w == {"draft": 60.0, "prm": 349.0, "target": 349.0}
+    assert sp.link_ms(32e9 / 1e3) == pytest.approx(1.0 + 2e-3)
+    with pytest.raises(UserError, match="power"):
+        SystemParams.from_config({"name": "bad", "draft": {}, "prm": {}, "target": {}})
+
+
+def test_steps_from_calls():
+    calls = [  # prompt prefill, step 0 accepted, step 1 rescued by the target
+        dict(step_idx=-1, role="draft", phase="prefill", tokens_in=20, tokens_out=0, kv_len=0, outcome="accept"),
+        dict(step_idx=0, role="draft", phase="decode", tokens_in=0, tokens_out=12, kv_len=20, outcome="accept"),
+        dict(step_idx=0, role="prm", phase="score", tokens_in=32, tokens_out=0, kv_len=0, outcome="accept"),
+        dict(step_idx=1, role="draft", phase="decode", tokens_in=0, tokens_out=9, kv_len=32, outcome="rescue"),
+        dict(step_idx=1, role="prm", phase="score", tokens_in=41, tokens_out=0, kv_len=0, outcome="rescue"),
+        dict(step_idx=1, role="target", phase="decode", tokens_in=0, tokens_out=15, kv_len=32, outcome="rescue"),
+    ]
+    rows = [dict(c, dataset="synthetic", problem="0", call_idx=i, wall_ms=None) for i, c in enumerate(calls)]
+    steps = steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA))
+    got = steps.select(["outcome", "draft_tokens", "target_tokens", "kv_verify", "kv_target", "path_tokens",
+                        "prompt_tokens"]).to_pylist()
+    assert got == [dict(outcome="accept", draft_tokens=12, target_tokens=0, kv_verify=0, kv_target=0,
+                        path_tokens=12, prompt_tokens=20),
+                   dict(outcome="rescue", draft_tokens=9, target_tokens=15, kv_verify=12, kv_target=12,
+                        path_tokens=27, prompt_tokens=20)]
+    assert steps.schema.equals(STEPS_SCHEMA, check_metadata=True)
+
+
+@pytest.mark.skipif(not GAOKAO.is_dir(), reason=f"{GAOKAO} absent (shared artifact traces)")
+def test_artifact_steps_and_grid_sanity():
+    from heterospec.replay.importer import import_traces
+    steps = steps_from_events(import_traces(GAOKAO).events)
+    assert steps.num_rows == 4692
+    probs = problems_from_steps(steps)
+    assert len(probs) == 385
+    assert all(p.path[-1] >= 0 and min(p.kvt) >= 0 for p in probs)
+    sub = probs[:40]
+    t = simulate(sub, [system(), system("gpu3", (349.0, 175.0))], SCHEDULES).to_pylist()
+    mean = {}
+    for r in t:
+        mean.setdefault((r["system"], r["schedule"]), []).append(r["latency_ms"])
+    mean = {k: sum(v) / len(v) for k, v in mean.items()}
+    assert mean["gpu3", "step_ahead"] < mean["gpu3", "sequential"]
+    # same latency profile on both systems: only energy differs
+    assert mean["gpu3", "hetero"] == pytest.approx(mean["hetero_u280", "hetero"])
