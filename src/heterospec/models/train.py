@@ -1,0 +1,192 @@
+"""Train one role of the tiny trio (draft, PRM or target) on the synthetic task.
+
+draft / target: ``Qwen2ForCausalLM`` on ``prompt + solution + eos``, loss on the solution only.
+prm: ``Qwen2ForTokenClassification`` (2 labels) in the Qwen2.5-Math-PRM layout: prompt, then each
+step followed by ``<extra_0>``; only separator positions carry a label (1 = step correct,
+0 = a corrupted step, after which the sequence stops). Models are saved with
+``save_pretrained`` next to the character tokenizer, atomically: a temp directory is renamed
+into place only once everything is written.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
+
+from heterospec.errors import UserError
+from heterospec.models.tokenizer import STEP, build_tokenizer
+from heterospec.tasks.synthetic import Problem, corrupt_step, format_prompt, training_stream
+
+ROLES = ("draft", "prm", "target")
+IGNORE = -100
+
+
+def qwen2_config(arch: Any, tokenizer, role: str) -> Qwen2Config:
+    """A Qwen2 config from an ArchConfig; the PRM gets a 2-label token-classification head."""
+    cfg = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=arch.hidden_size,
+        num_hidden_layers=arch.num_hidden_layers,
+        num_attention_heads=arch.num_attention_heads,
+        num_key_value_heads=arch.num_key_value_heads,
+        intermediate_size=arch.intermediate_size,
+        max_position_embeddings=arch.max_position_embeddings,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    if role == "prm":
+        cfg.num_labels = 2
+        cfg.id2label, cfg.label2id = {0: "wrong", 1: "correct"}, {"wrong": 0, "correct": 1}
+    return cfg
+
+
+# ----------------------------------------------------------------------------- batches
+def lm_example(tokenizer, p: Problem) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of bos + prompt + solution + eos; the prompt is not a target."""
+    prompt = tokenizer(format_prompt(p.question))["input_ids"]  # with bos
+    sol = tokenizer(p.solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return prompt + sol, [IGNORE] * len(prompt) + sol
+
+
+def prm_text(question: str, steps: list[str]) -> str:
+    """The tiny PRM's input: the LM prompt, then each step closed by the separator token."""
+    return format_prompt(question) + "".join(s + STEP for s in steps)
+
+
+def prm_example(tokenizer, p: Problem, rng: random.Random, neg_frac: float) -> tuple[list[int], list[int]]:
+    """A labelled PRM sequence: the correct steps, or a correct prefix then one corrupted step."""
+    steps, labels = list(p.steps), [1] * len(p.steps)
+    if rng.random() < neg_frac:
+        k = rng.randrange(len(p.steps))
+        steps = p.steps[:k] + [corrupt_step(p, p.steps[:k], p.steps[k], rng)]
+        labels = [1] * k + [0]
+    ids = tokenizer(prm_text(p.question, steps))["input_ids"]
+    sep = tokenizer.convert_tokens_to_ids(STEP)
+    seps = [i for i, t in enumerate(ids) if t == sep]
+    assert len(seps) == len(labels)
+    lab = [IGNORE] * len(ids)
+    for i, y in zip(seps, labels):
+        lab[i] = y
+    return ids, lab
+
+
+def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad to the longest example."""
+    T = max(len(x) for x, _ in examples)
+    ids = torch.full((len(examples), T), pad_id, dtype=torch.long)
+    lab = torch.full((len(examples), T), IGNORE, dtype=torch.long)
+    att = torch.zeros((len(examples), T), dtype=torch.long)
+    for i, (x, y) in enumerate(examples):
+        ids[i, : len(x)], lab[i, : len(y)], att[i, : len(x)] = torch.tensor(x), torch.tensor(y), 1
+    return {"input_ids": ids, "labels": lab, "attention_mask": att}
+
+
+def batches(tokenizer, gen: Any, role: str, train: Any) -> Iterator[dict[str, torch.Tensor]]:
+    stream = training_stream(gen, int(gen.train_seed) * 1000 + int(train.seed))
+    rng = random.Random(int(train.seed) + 7)
+    neg_frac = float(getattr(train, "prm_neg_frac", 0.5))
+    while True:
+        if role == "prm":
+            ex = [prm_example(tokenizer, next(stream), rng, neg_frac) for _ in range(train.batch_size)]
+        else:
+            ex = [lm_example(tokenizer, next(stream)) for _ in range(train.batch_size)]
+        yield collate(ex, tokenizer.pad_token_id)
+
+
+# ----------------------------------------------------------------------------- training
+def lr_at(step: int, train: Any) -> float:
+    """Linear warmup, then cosine decay to 10 % of the peak."""
+    if step < train.warmup:
+        return train.lr * (step + 1) / train.warmup
+    t = (step - train.warmup) / max(1, train.steps - train.warmup)
+    return train.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def _fmt_s(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s"
+
+
+def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
+               log: Callable[[str], None] = print) -> dict:
+    """Train ``role`` with ``models_cfg[role].arch/.train`` and save model + tokenizer to ``out_dir``."""
+    if role not in ROLES:
+        raise UserError(f"unknown role {role!r}; use one of {ROLES}")
+    gen = dataset_cfg.generator
+    if gen is None:
+        raise UserError(f"dataset {dataset_cfg.name!r} has no generator: tiny models train on dataset=synthetic")
+    rcfg = models_cfg[role]
+    arch, train = rcfg.arch, rcfg.train
+    out_dir = Path(out_dir)
+    torch.set_num_threads(int(train.threads))
+    torch.manual_seed(int(train.seed))
+
+    tokenizer = build_tokenizer()
+    cfg = qwen2_config(arch, tokenizer, role)
+    model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(cfg)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": train.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=train.lr, betas=(0.9, 0.95))
+    log(f"[train {role}] {n_params:,} params, {train.steps} steps x {train.batch_size} seqs, "
+        f"{train.threads} thread(s), hidden {arch.hidden_size} x {arch.num_hidden_layers} layers")
+
+    t0 = time.time()
+    tokens, loss_ema, loss = 0, None, float("nan")
+    data = batches(tokenizer, gen, role, train)
+    for step in range(train.steps):
+        batch = next(data)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, train)
+        out = model(**batch)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = out.loss.item()
+        loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
+        tokens += int(batch["attention_mask"].sum())
+        if (step + 1) % train.log_every == 0 or step + 1 == train.steps:
+            el = time.time() - t0
+            eta = el / (step + 1) * (train.steps - step - 1)
+            log(f"[train {role}] step {step + 1}/{train.steps} loss {loss_ema:.4f} "
+                f"{tokens / el:,.0f} tok/s elapsed {_fmt_s(el)} eta {_fmt_s(eta)}")
+    wall = time.time() - t0
+    metrics = {"role": role, "final_loss": loss_ema, "last_batch_loss": loss, "params": n_params,
+               "steps": int(train.steps), "wall_s": round(wall, 2), "tokens": tokens,
+               "tokens_per_s": round(tokens / wall, 1)}
+
+    model.eval()
+    _save_atomic(out_dir, model, tokenizer, metrics)
+    log(f"[train {role}] saved to {out_dir} in {_fmt_s(wall)} (loss {loss_ema:.4f})")
+    return metrics
+
+
+def _save_atomic(out_dir: Path, model, tokenizer, metrics: dict) -> None:
+    """Write into a sibling temp dir, then rename: a killed run never leaves a finished-looking model."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    (tmp / "heterospec_train.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    old = None
+    if out_dir.exists():
+        old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
