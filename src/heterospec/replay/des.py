@@ -279,11 +279,12 @@ def metrics(ops: list[Op], prob: Problem, ctx: Ctx) -> dict:
         disc = op.disc() if callable(op.disc) else op.disc
         if disc and op.res in pa_w:
             disc_e += pa_w[op.res] * ln / 1e3
-            full = op.dur() if callable(op.dur) else op.dur
-            if op.cap and ln >= full:
-                disc_tok[op.role] += op.cap
-            elif op.cap:
-                disc_tok[op.role] += ctx.profile.tokens_within(op.role, op.kv, ln, op.cap)
+            if op.cap:
+                full = op.dur() if callable(op.dur) else op.dur
+                if op.until is None or ln >= full * (1 - 1e-12):   # ran to completion (up to rounding)
+                    disc_tok[op.role] += op.cap
+                else:
+                    disc_tok[op.role] += ctx.profile.tokens_within(op.role, op.kv, ln, op.cap)
     energy = {r: (pa_w[r] * busy[r] + ctx.system.power_idle_w[r] * (latency - busy[r])) / 1e3 for r in DEVICES}
     total_e = sum(energy.values())
     acc = prob.accepted_tokens
