@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import json
+import sys
 from pathlib import Path
 
 from heterospec.errors import UserError
@@ -72,4 +73,8 @@ def load_benchmark(kind: str, path: str | Path, limit: int = -1) -> list[Problem
                                     steps=_solution_steps(kind, row), answer=_answer(kind, row, where)))
             if 0 <= limit <= len(problems):
                 break
+    empty = [p.id for p in problems if not p.answer]
+    if empty:  # real data: Gaokao2023EN has two; they count as wrong, as in the reference evaluation
+        print(f"heterospec: warning: {path}: {len(empty)} problem(s) without a reference answer "
+              f"({', '.join(empty[:3])}); they are graded as incorrect", file=sys.stderr)
     return problems

@@ -1,0 +1,86 @@
+"""Hydra configs: every experiment composes, datasheets hold, and mistakes fail with one clear line."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT, heterospec
+from heterospec.config import compose_config
+from heterospec.errors import UserError
+
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+HARDWARE = sorted(p.stem for p in (ROOT / "conf" / "hardware").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes(experiment):
+    cfg = compose_config([f"experiment={experiment}"])
+    assert cfg.experiment == experiment and cfg.name == experiment
+    assert cfg.datasets and cfg.models.draft and cfg.system.target.bandwidth_gbs > 0
+
+
+@pytest.mark.parametrize("hw", HARDWARE)
+def test_every_device_swaps_in(hw):
+    cfg = compose_config([f"hardware@system.draft={hw}"])
+    assert cfg.system.draft.name == hw
+    assert cfg.system.draft.power_active_w >= cfg.system.draft.power_idle_w > 0
+
+
+def test_datasheets_match_reference():
+    u280 = compose_config(["system=hetero_u280"]).system.draft
+    assert (u280.fpga.dsp, u280.fpga.lut, u280.fpga.ff, u280.fpga.bram36, u280.fpga.uram) == (9024, 1303680, 2607360, 2016, 960)
+    assert u280.bandwidth_gbs == 460 and u280.fpga.hbm_channels * u280.fpga.channel_gbs == 460
+    gpu = compose_config(["system=gpu3"]).system
+    assert gpu.target.name == "rtx3090" and gpu.target.bandwidth_gbs == 936 and gpu.target.peak_tflops.fp16 == 71
+    assert dict(gpu.torch_devices) == {"draft": "cuda:0", "prm": "cuda:1", "target": "cuda:2"}
+    assert compose_config(["hardware@system.target=h200"]).system.target.bandwidth_gbs == 4800
+
+
+def test_paper_algorithm_settings():
+    brsd = compose_config(["algorithm=brsd"]).algorithm
+    assert (brsd.threshold, brsd.max_backtracks, brsd.ancestor_limit, brsd.max_steps, brsd.max_tokens_per_call,
+            brsd.temperature, brsd.seed) == (0.7, 5, 10, 100, 2048, 0.0, 43)
+    assert brsd.backtrack and not compose_config(["algorithm=rsd"]).algorithm.backtrack
+
+
+def test_real_model_configs():
+    c1, c2 = compose_config(["models=config1"]).models, compose_config(["models=config2"]).models
+    assert c1.draft.path == "Qwen/Qwen2.5-0.5B-Instruct" and c1.prm.path == "Qwen/Qwen2.5-Math-PRM-7B"
+    assert c1.target.path == "Qwen/Qwen2.5-7B-Instruct" and c2.target.path == "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+def test_overrides_give_their_own_run_name():
+    a = compose_config(["experiment=ci", "hardware@system.draft=v80"])
+    b = compose_config(["experiment=ci", "hardware@system.draft=u280"])
+    assert a.name.startswith("ci+") and b.name.startswith("ci+") and a.name != b.name
+    assert compose_config(["experiment=ci", "name=mine", "eval_limit=3"]).name == "mine"
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    (["models.draft.arch.hiden_size=3"], "hiden_size"),          # misspelt key
+    (["+models.draft.extra=1"], "extra"),                          # added key outside the schema
+    (["algorithm.threshold=high"], "algorithm.threshold"),        # wrong type
+    (["eval_limit=ten"], "eval_limit"),
+    (["models=config9"], "config9"),                               # unknown group option
+    (["hardware@system.draft=u999"], "u999"),
+    (["experiment=nope"], "nope"),
+    (["datasets=[synthetic,mathx]"], "mathx"),
+    (["algorithm.threshold=1.5"], "threshold"),
+])
+def test_config_errors_are_one_line(overrides, needle):
+    with pytest.raises(UserError) as e:
+        compose_config(overrides)
+    msg = str(e.value)
+    assert needle in msg and "\n" not in msg
+
+
+def test_cli_config_error_exit_code_and_single_line():
+    r = heterospec("config", "models.target.train.stepz=5")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "stepz" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_cli_prints_resolved_config():
+    r = heterospec("config", "experiment=ci", "hardware@system.draft=v80")
+    assert r.returncode == 0, r.stderr
+    assert "name: v80" in r.stdout and "# run ci+" in r.stdout

@@ -1,0 +1,60 @@
+"""The models stage: a tiny trio trained by the same command Snakemake runs, and real checkpoints
+resolved from a local path or the Hugging Face cache, with one line when they are missing."""
+from __future__ import annotations
+
+import json
+import sys
+
+from conftest import run_cmd
+from heterospec.config import compose_config
+from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
+from heterospec.models.stage import prepare_role, read_manifest
+from heterospec.paths import ROLES, RunPaths
+
+
+def _models_cmd(tmp_path, *overrides, role="draft"):
+    return run_cmd([sys.executable, "-m", "heterospec.models", "train", "--role", role, *overrides],
+                   cwd=tmp_path, env={"HF_HOME": str(tmp_path / "hf")})
+
+
+def test_ci_trio_trains_and_loads_like_a_real_checkpoint(tmp_path):
+    cfg = compose_config(["experiment=ci"])
+    paths = RunPaths(tmp_path / "run")
+    for role in ROLES:
+        prepare_role(cfg, paths, role, ["experiment=ci"], paths.model_manifest(role))
+    manifests = {r: read_manifest(paths.model_manifest(r)) for r in ROLES}
+    assert all(m["train"]["steps"] > 0 for m in manifests.values())
+    target = manifests["target"]["path"]
+    assert (tmp_path / "run/models/target/checkpoint/config.json").exists()
+    model, tok = load_causal_lm(target), load_tokenizer(target)
+    assert model.config.model_type == "qwen2" and tok.convert_tokens_to_ids("<extra_0>") != tok.unk_token_id
+    assert load_prm(manifests["prm"]["path"]) is not None
+
+    # the same trained checkpoint, named as a real model's local path, resolves without training
+    hub_cfg = compose_config(["models=config1", f"models.draft.path={manifests['draft']['path']}"])
+    m = prepare_role(hub_cfg, paths, "draft", [], tmp_path / "hub_draft.json")
+    assert m["source"] == "hub" and m["path"] == manifests["draft"]["path"]
+
+
+def test_missing_hub_model_is_one_line(tmp_path):
+    r = _models_cmd(tmp_path, "models=config1", role="target")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Qwen/Qwen2.5-7B-Instruct" in lines[0] and "models.target.path=" in lines[0]
+    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").rglob("manifest.json"))
+
+
+def test_missing_local_path_is_one_line(tmp_path):
+    r = _models_cmd(tmp_path, "models=config1", f"models.draft.path={tmp_path}/no/such/model")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such directory" in r.stderr
+
+
+def test_manifest_pointing_nowhere_is_one_line(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"path": str(tmp_path / "gone")}))
+    try:
+        read_manifest(tmp_path / "manifest.json")
+    except Exception as e:
+        assert "does not exist" in str(e) and "\n" not in str(e)
+    else:
+        raise AssertionError("expected an error")

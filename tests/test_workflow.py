@@ -1,0 +1,80 @@
+"""The Snakemake workflow: every experiment plans, the lint is clean, errors are one line, and (slow) the
+ci experiment runs end to end into a queryable DuckDB catalogue."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import DATASETS, ROOT, heterospec, run_cmd, snakemake
+import sys
+
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_dry_run_every_experiment(experiment, tmp_path):
+    if experiment.startswith("paper") and not DATASETS.exists():
+        pytest.skip(f"benchmarks not found at {DATASETS}")
+    r = snakemake("-n", "--directory", str(tmp_path), "--config", f"experiment={experiment}",
+                  env={"HETEROSPEC_DATASETS": str(DATASETS)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"results/{experiment}/evaluate/" in r.stdout + r.stderr
+
+
+def test_lint_is_clean():
+    r = snakemake("--lint")
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "Lints for" not in r.stdout + r.stderr
+
+
+def test_overrides_pass_through_and_namespace_the_run(tmp_path):
+    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci",
+                  "overrides=hardware@system.draft=v80 eval_limit=5")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    assert "results/ci+" in out and "hardware@system.draft=v80" in out
+    # the bracketed list form is the same run
+    r2 = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci",
+                   "overrides=[hardware@system.draft=v80,eval_limit=5]")
+    name = [w for w in out.split() if w.startswith("results/ci+")][0].split("/")[1]
+    assert f"results/{name}/" in r2.stdout + r2.stderr
+
+
+def test_bad_config_is_one_line(tmp_path):
+    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci", "overrides=models.draft.arch.layers=2")
+    assert r.returncode != 0
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("heterospec:")]
+    assert len(lines) == 1 and "layers" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_failed_stage_leaves_no_output(tmp_path):
+    data = tmp_path / "data" / "gsm8k"
+    data.mkdir(parents=True)
+    (data / "test.jsonl").write_text(json.dumps({"question": "q", "answer": "x #### 1"}) + "\n{broken\n")
+    out = tmp_path / "out.parquet"
+    r = run_cmd([sys.executable, "-m", "heterospec.evaluate", "--dataset", "gsm8k", "--method", "draft_only",
+                 "--out", str(out), "experiment=ci", f"paths.datasets={tmp_path / 'data'}"], cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"heterospec: {data / 'test.jsonl'}:2: not valid JSON "
+                                             "(Expecting property name enclosed in double quotes at column 2)"]
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_ci_experiment_end_to_end(tmp_path):
+    r = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    run = tmp_path / "results" / "ci"
+    assert (run / "config.yaml").read_text().startswith("# run ci")
+    for role in ("draft", "prm", "target"):
+        assert json.loads((run / "models" / role / "manifest.json").read_text())["source"] == "train"
+    db = tmp_path / "results" / "heterospec.duckdb"
+    q = heterospec("query", "SELECT method, problems FROM accuracy WHERE run = 'ci' ORDER BY method",
+                   "--db", str(db), "--format", "json")
+    assert q.returncode == 0, q.stderr
+    assert json.loads(q.stdout) == [{"method": "draft_only", "problems": 20}, {"method": "target_only", "problems": 20}]
+    q = heterospec("query", "SELECT problems, prm_auroc FROM model_quality", "--db", str(db), "--format", "json")
+    assert json.loads(q.stdout)[0]["problems"] == 20
+    again = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
