@@ -126,12 +126,13 @@ def problems_from_steps(steps: pa.Table) -> list[Problem]:
 # ----------------------------------------------------------------------------- operations and engines
 class Op:
     """One operation. ``dur`` is ms or a callable evaluated when the op starts (it may read earlier ops' times)."""
-    __slots__ = ("res", "dur", "deps", "until", "kind", "disc", "role", "kv", "cap", "ref", "start", "end", "ev")
+    __slots__ = ("res", "dur", "deps", "until", "kind", "disc", "role", "kv", "cap", "ref", "start", "end", "ev",
+                 "chain")
 
     def __init__(self, res, dur, deps, until, kind, disc, role, kv, cap, ref):
         self.res, self.dur, self.deps, self.until = res, dur, deps, until
         self.kind, self.disc, self.role, self.kv, self.cap, self.ref = kind, disc, role, kv, cap, ref
-        self.start = self.end = math.nan
+        self.start = self.end = self.chain = math.nan
         self.ev = None
 
     @property
@@ -148,7 +149,7 @@ class Engine:
     def run(self, res: str, dur: float | Callable[[], float], deps: Iterable[Op] = (), *, until: Op | None = None,
             kind: str = "", disc: bool = False, role: str = "", kv: int = 0, cap: int = 0, ref: Op | None = None
             ) -> Op:
-        op = Op(res, dur, tuple(d for d in deps if d is not None), until, kind, disc, role or res, kv, cap, ref)
+        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref)
         self.ops.append(op)
         self._issue(op)
         return op
@@ -161,28 +162,37 @@ class Engine:
 
 
 class FastEngine(Engine):
-    """start = max(resource free, dependency ends); end = start + dur, or the cancelling op's end if earlier."""
+    """start = max(resource free, dependency ends); end = start + dur, or the cancelling op's end if earlier.
+    Also the dependency-chain length (``Op.chain``) for the lower bound."""
 
     def __init__(self):
         super().__init__()
         self.free = dict.fromkeys(RESOURCES, 0.0)
 
-    def _issue(self, op: Op) -> None:
-        s = self.free[op.res]
-        for d in op.deps:
+    def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None):
+        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref)
+        self.ops.append(op)
+        s = self.free[res]
+        c = 0.0
+        for d in deps:
             if d.end > s:
                 s = d.end
+            if d.chain > c:
+                c = d.chain
         op.start = s
-        dur = op.dur() if callable(op.dur) else op.dur
+        if callable(dur):
+            dur = dur()
         e = s + dur
-        u = op.until
-        if u is not None:
-            if math.isnan(u.end):
+        if until is not None:
+            u = until.end
+            if u != u:
                 raise RuntimeError("an operation's cancelling op must be issued before it")
-            if u.end < e:
-                e = u.end if u.end > s else s
+            if u < e:
+                e = u if u > s else s
         op.end = e
-        self.free[op.res] = e
+        op.chain = c + (e - s)
+        self.free[res] = e
+        return op
 
 
 class SimpyEngine(Engine):
@@ -258,22 +268,22 @@ def metrics(ops: list[Op], prob: Problem, ctx: Ctx) -> dict:
     stall = 0.0
     disc_tok = {"draft": 0, "target": 0}
     disc_e = 0.0
-    chain: dict[int, float] = {}
     longest = 0.0
     pa_w = ctx.system.power_active_w
+    have_chain = bool(ops) and ops[0].chain == ops[0].chain
     for op in ops:
         ln = op.end - op.start
         busy[op.res] += ln
         if op.end > latency:
             latency = op.end
-        c = ln
-        for d in op.deps:
-            cd = chain[id(d)] + ln
-            if cd > c:
-                c = cd
-        chain[id(op)] = c
-        if c > longest:
-            longest = c
+        if not have_chain:
+            c = 0.0
+            for d in op.deps:
+                if d.chain > c:
+                    c = d.chain
+            op.chain = c + ln
+        if op.chain > longest:
+            longest = op.chain
         if op.ref is not None:
             stall += max(0.0, op.end - op.ref.end)
         disc = op.disc() if callable(op.disc) else op.disc

@@ -27,7 +27,7 @@ def pipelined(prob, ctx, eng, *, prefetch: bool, partial_cache: bool, draft_pipe
             start = run("link", ctx.system.link_ms(P * p.draft_kv_bytes_per_token), [pre], kind="migrate")
         else:
             start = run("draft", p.draft_prefill(0, P), kind="init")
-    ready_d = ready_t = [start]
+    ready_d = ready_t = [start] if start is not None else []
     D = run("draft", p.draft_decode(kvv[0], d[0]), ready_d, kind="draft", disc=outs[0] != "accept",
             kv=kvv[0], cap=d[0])
     for i in range(n):
