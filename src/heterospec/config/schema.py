@@ -35,6 +35,8 @@ class TrainConfig:
     threads: int = 1            # torch intra-op threads for this role's training job
     seed: int = 0
     log_every: int = 50         # progress line every N steps
+    prm_neg_frac: float = 0.5   # PRM only: share of training solutions cut at one corrupted step
+    prm_dense_labels: bool = True  # PRM only: also label each step character (right so far?); one label per step learns too slowly
 
 
 @dataclass
@@ -144,6 +146,7 @@ class ScheduleConfig:
     partial_cache: bool = False      # reuse partial target outputs by prefix
     draft_pipeline: bool = False     # draft the next step while the PRM scores this one
     shadow_sync: bool = False        # draft ingests target tokens while the target refines (T1)
+    disaggregated_prefill: bool = False  # draft's prompt prefilled on the target GPU, KV state moved once (T1)
 
 
 # ----------------------------------------------------------------------------- top level

@@ -64,20 +64,35 @@ def prm_text(question: str, steps: list[str]) -> str:
     return format_prompt(question) + "".join(s + STEP for s in steps)
 
 
-def prm_example(tokenizer, p: Problem, rng: random.Random, neg_frac: float) -> tuple[list[int], list[int]]:
-    """A labelled PRM sequence: the correct steps, or a correct prefix then one corrupted step."""
+def prm_example(tokenizer, p: Problem, rng: random.Random, neg_frac: float,
+                dense: bool) -> tuple[list[int], list[int]]:
+    """A labelled PRM sequence: the correct steps, or a correct prefix then one corrupted step.
+
+    The separator after each step carries the step's label. With ``dense``, every character
+    of a step is labelled too: 1 while the step still agrees with the correct one, 0 from the
+    first wrong character on. That supervises each lookup and sum, as next-token loss does for
+    the LMs; without it the PRM sees one label per step and learns far too slowly for a
+    few-minute budget. Only the separator's reward is ever read.
+    """
     steps, labels = list(p.steps), [1] * len(p.steps)
     if rng.random() < neg_frac:
         k = rng.randrange(len(p.steps))
         steps = p.steps[:k] + [corrupt_step(p, p.steps[:k], p.steps[k], rng)]
         labels = [1] * k + [0]
     ids = tokenizer(prm_text(p.question, steps))["input_ids"]
-    sep = tokenizer.convert_tokens_to_ids(STEP)
-    seps = [i for i, t in enumerate(ids) if t == sep]
-    assert len(seps) == len(labels)
     lab = [IGNORE] * len(ids)
-    for i, y in zip(seps, labels):
-        lab[i] = y
+    pos = len(tokenizer(format_prompt(p.question))["input_ids"])
+    for step, good, y in zip(steps, p.steps, labels):
+        if dense:  # one token per character: the step's characters are ids[pos : pos + len(step)]
+            ok = True
+            for i, ch in enumerate(step):
+                ok = ok and i < len(good) and ch == good[i]
+                lab[pos + i] = int(ok)
+        pos += len(step)
+        assert ids[pos] == tokenizer.convert_tokens_to_ids(STEP)
+        lab[pos] = y
+        pos += 1
+    assert pos == len(ids)
     return ids, lab
 
 
@@ -95,10 +110,10 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[st
 def batches(tokenizer, gen: Any, role: str, train: Any) -> Iterator[dict[str, torch.Tensor]]:
     stream = training_stream(gen, int(gen.train_seed) * 1000 + int(train.seed))
     rng = random.Random(int(train.seed) + 7)
-    neg_frac = float(getattr(train, "prm_neg_frac", 0.5))
+    neg_frac, dense = float(train.prm_neg_frac), bool(train.prm_dense_labels)
     while True:
         if role == "prm":
-            ex = [prm_example(tokenizer, next(stream), rng, neg_frac) for _ in range(train.batch_size)]
+            ex = [prm_example(tokenizer, next(stream), rng, neg_frac, dense) for _ in range(train.batch_size)]
         else:
             ex = [lm_example(tokenizer, next(stream)) for _ in range(train.batch_size)]
         yield collate(ex, tokenizer.pad_token_id)
@@ -128,7 +143,15 @@ def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
     rcfg = models_cfg[role]
     arch, train = rcfg.arch, rcfg.train
     out_dir = Path(out_dir)
+    threads_before = torch.get_num_threads()
     torch.set_num_threads(int(train.threads))
+    try:
+        return _train(role, arch, train, gen, out_dir, log)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Callable[[str], None]) -> dict:
     torch.manual_seed(int(train.seed))
 
     tokenizer = build_tokenizer()

@@ -1,0 +1,106 @@
+"""The tiny trio end to end at toy size: tokenizer, training, saving, reloading, decoding, PRM scoring."""
+import json
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+
+from heterospec.config.schema import DatasetConfig, GeneratorConfig, ModelsConfig
+from heterospec.errors import UserError
+from heterospec.models.generate import greedy_generate, greedy_generate_batch
+from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
+from heterospec.models.quality import auroc, evaluate_quality
+from heterospec.models.tokenizer import STEP, build_tokenizer
+from heterospec.models.train import train_role
+from heterospec.tasks.synthetic import format_prompt, generate_problems
+
+TOY_ARCH = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "intermediate_size": 64, "max_position_embeddings": 256}
+TOY_TRAIN = {"steps": 30, "batch_size": 8, "warmup": 5, "log_every": 10, "threads": 1}
+
+
+def _cfgs():
+    models = OmegaConf.merge(OmegaConf.structured(ModelsConfig), {
+        "name": "toy", **{r: {"arch": TOY_ARCH, "train": TOY_TRAIN} for r in ("draft", "prm", "target")}})
+    dataset = OmegaConf.structured(DatasetConfig(name="synthetic", kind="synthetic", limit=10,
+                                                 generator=GeneratorConfig()))
+    return models, dataset
+
+
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory):
+    base = tmp_path_factory.mktemp("trio")
+    models, dataset = _cfgs()
+    metrics = {r: train_role(models, dataset, r, base / r, log=lambda s: None) for r in ("draft", "prm", "target")}
+    return base, metrics
+
+
+def test_tokenizer_round_trips_and_has_single_step_token(tmp_path):
+    tok = build_tokenizer()
+    tok.save_pretrained(tmp_path)
+    for t in (tok, AutoTokenizer.from_pretrained(tmp_path)):
+        text = "a=3,b=5,c=a+b. Find c.\n\nc=a+b=3+5=8\n\n\\boxed{8}  (x*y/z)"
+        ids = t(text, add_special_tokens=False)["input_ids"]
+        assert len(ids) == len(text) and t.decode(ids) == text
+        sep = t(STEP, add_special_tokens=False)["input_ids"]
+        assert sep == [t.convert_tokens_to_ids(STEP)]
+        assert t(text)["input_ids"][0] == t.bos_token_id == t.eos_token_id
+
+
+def test_training_saves_loadable_checkpoints(trio):
+    base, metrics = trio
+    for role, m in metrics.items():
+        assert m["steps"] == 30 and m["params"] > 0 and m["final_loss"] == m["final_loss"]  # not NaN
+        assert (base / role / "config.json").exists() and (base / role / "tokenizer.json").exists()
+        assert not any(p.name.startswith(".") for p in base.iterdir())   # no temp dirs left behind
+    assert json.loads((base / "prm" / "config.json").read_text())["architectures"] == ["Qwen2ForTokenClassification"]
+    # the same tokenizer comes back through AutoTokenizer next to a qwen2 config.json
+    tok = load_tokenizer(base / "target")
+    assert tok.decode(tok("c=a+b\n\n", add_special_tokens=False)["input_ids"]) == "c=a+b\n\n"
+
+
+def test_training_is_deterministic(trio, tmp_path):
+    base, metrics = trio
+    models, dataset = _cfgs()
+    again = train_role(models, dataset, "draft", tmp_path / "draft", log=lambda s: None)
+    assert again["final_loss"] == metrics["draft"]["final_loss"]
+
+
+def test_greedy_generation_single_and_batched_agree(trio):
+    base, _ = trio
+    model, tok = load_causal_lm(base / "draft"), load_tokenizer(base / "draft")
+    prompts = [format_prompt(p.question) for p in generate_problems(GeneratorConfig(), 3, seed=0)]
+    singles = [greedy_generate(model, tok, p, max_new_tokens=20) for p in prompts]
+    assert all(isinstance(t, str) and 1 <= n <= 20 for t, n in singles)
+    assert greedy_generate_batch(model, tok, prompts, max_new_tokens=20) == singles
+
+
+def test_prm_scores_each_step(trio):
+    base, _ = trio
+    prm = load_prm(base / "prm")
+    p = generate_problems(GeneratorConfig(), 1, seed=0)[0]
+    rewards = prm.score_steps(p.question, p.steps)
+    assert len(rewards) == len(p.steps) and all(0.0 <= r <= 1.0 for r in rewards)
+    # causal: a step's reward does not depend on the steps after it
+    assert prm.score_steps(p.question, p.steps[:2]) == pytest.approx(rewards[:2], abs=1e-5)
+
+
+def test_quality_report_runs(trio):
+    base, _ = trio
+    models, dataset = _cfgs()
+    res = evaluate_quality(models, dataset, {r: base / r for r in ("draft", "prm", "target")}, n=10, log=lambda s: None)
+    assert 0 <= res["draft_accuracy"] <= 1 and 0 <= res["target_accuracy"] <= 1 and 0 <= res["prm_auroc"] <= 1
+
+
+def test_auroc():
+    assert auroc([0.9, 0.8, 0.1], [1, 1, 0]) == 1.0
+    assert auroc([0.1, 0.9], [1, 0]) == 0.0
+    assert auroc([0.5, 0.5], [1, 0]) == 0.5
+
+
+def test_missing_checkpoint_is_a_user_error(tmp_path):
+    for load in (load_causal_lm, load_prm, load_tokenizer):
+        with pytest.raises(UserError, match="not found"):
+            load(tmp_path / "nope")
+
