@@ -1,0 +1,1 @@
+"""Step-level speculative reasoning (HeteroReason's RSD / BRSD) run for real on three devices."""

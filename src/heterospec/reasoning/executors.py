@@ -1,0 +1,210 @@
+"""Executors: how the controller's requests run on the three devices.
+
+* :class:`Sequential` — the paper's 3-GPU baseline: one model works at a time.
+* :class:`StepAhead` — one worker per device, overlapped: the target prefetches the current step
+  while the draft and PRM work (its partial output is cached and reused when reasoning returns to
+  the same context), and the draft writes the next step while the PRM verifies this one (kept on
+  accept, cancelled on reject).
+
+For greedy decoding both make the same decisions: only the timing differs. Every model call is
+recorded with the step it served and what became of it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from heterospec.reasoning.controller import Node, finished
+from heterospec.reasoning.roles import Call, Step
+
+
+@dataclass
+class Recorder:
+    """Trace rows of one problem: one per model call."""
+    t0: int = field(default_factory=time.perf_counter_ns)
+    rows: list[dict] = field(default_factory=list)
+
+    def add(self, calls: list[Call], role: str, device: str, step: int, attempt: int, outcome: str,
+            score: float | None = None) -> list[dict]:
+        new = [dict(step=step, attempt=attempt, role=role, device=device, phase=c.phase, tokens_in=c.tokens_in,
+                    tokens_out=c.tokens_out, kv_len=c.kv_len, start_ns=c.start_ns - self.t0,
+                    end_ns=c.end_ns - self.t0, prm_score=score, outcome=outcome) for c in calls]
+        self.rows.extend(new)
+        return new
+
+    @staticmethod
+    def relabel(rows: list[dict], outcome: str) -> None:
+        for r in rows:
+            r["outcome"] = outcome
+
+
+class Executor:
+    """Shared plumbing: the roles, the problem's prompt, the context of a path, the trace."""
+
+    def __init__(self, draft, prm, target, max_tokens: int, threshold: float, devices: dict[str, str]):
+        self.draft, self.prm, self.target = draft, prm, target
+        self.max_tokens, self.threshold, self.devices = max_tokens, threshold, devices
+
+    def begin(self, question: str, prompt_ids: list[int], seed: int) -> None:
+        self.question, self.prompt_ids = question, list(prompt_ids)
+        for role in (self.draft, self.prm, self.target):
+            role.call("reset", seed)
+        self.rec = Recorder()
+        self._draft_rows: list[dict] = []
+
+    def context(self, path: list[Node]) -> list[int]:
+        ids = list(self.prompt_ids)
+        for node in path:
+            ids += node.step.tokens
+        return ids
+
+    def texts(self, path: list[Node], step: Step | None = None) -> list[str]:
+        return [n.step.text for n in path] + ([step.text] if step is not None else [])
+
+    def record(self, role: str, calls: list[Call], step: int, attempt: int, outcome: str, score=None) -> list[dict]:
+        return self.rec.add(calls, role, self.devices[role], step, attempt, outcome, score)
+
+    def _score_outcome(self, score: float, author: str) -> str:
+        return "accept" if score >= self.threshold else ("reject" if author == "draft" else "backtrack")
+
+    def settle(self, path: list[Node], step: Step, accepted: bool) -> None:
+        self.rec.relabel(self._draft_rows, "accept" if accepted else "reject")
+
+    def finish(self) -> None:
+        """Wait until every device is idle (cancelled work included)."""
+
+
+class Sequential(Executor):
+    """One call at a time, in the controller's order."""
+
+    def propose(self, path: list[Node]) -> Step:
+        ctx = self.context(path)
+        step = self.draft.call("write", ctx, len(ctx), self.max_tokens)
+        self._draft_rows = self.record("draft", step.calls, len(path), 0, "pending")
+        return step
+
+    def verify(self, path: list[Node], step: Step, author: str) -> float:
+        score, calls = self.prm.call("score", self.question, self.texts(path, step))
+        self.record("prm", calls, len(path), 0 if author == "draft" else 1, self._score_outcome(score, author), score)
+        return score
+
+    def rewrite(self, path: list[Node], why: str) -> Step:
+        ctx = self.context(path)
+        step = self.target.call("write", ctx, len(ctx), self.max_tokens)
+        self.record("target", step.calls, len(path), 1 if why == "rescue" else 2, why)
+        return step
+
+
+class StepAhead(Executor):
+    """Target prefetch with a partial-output cache, and draft pipelining."""
+
+    def __init__(self, *args, prefetch: bool = True, draft_pipeline: bool = True, **kw):
+        super().__init__(*args, **kw)
+        self.use_prefetch, self.use_pipeline = prefetch, draft_pipeline
+
+    def begin(self, question: str, prompt_ids: list[int], seed: int) -> None:
+        super().begin(question, prompt_ids, seed)
+        self.prefetch: tuple[tuple, int, object] | None = None   # (context, step, handle) of the target
+        self.partials: dict[tuple, tuple[Step, list[dict]]] = {}  # context -> target output + its trace rows
+        self.ahead: tuple[tuple, int, object] | None = None      # (context, step, handle) of the draft
+        self.zombies: list[tuple[str, object, tuple, int]] = []  # cancelled work still finishing
+
+    # -- the draft ------------------------------------------------------------------------------
+    def propose(self, path: list[Node]) -> Step:
+        ctx = self.context(path)
+        self._reap(block=False)
+        if self.use_prefetch:
+            self._start_prefetch(ctx, len(path))
+        if self.ahead is not None and self.ahead[0] == tuple(ctx):  # drafted while the PRM verified
+            step = self.ahead[2].result()
+            self.ahead = None
+        else:
+            self._cancel_ahead()
+            step = self.draft.call("write", ctx, len(ctx), self.max_tokens)
+        self._draft_rows = self.record("draft", step.calls, len(path), 0, "pending")
+        return step
+
+    def _cancel_ahead(self) -> None:
+        if self.ahead is not None:
+            ctx, pos, handle = self.ahead
+            self.draft.cancel(handle)
+            self.zombies.append(("draft", handle, ctx, pos))
+            self.ahead = None
+
+    # -- the PRM, with the next draft step overlapped ---------------------------------------------
+    def verify(self, path: list[Node], step: Step, author: str) -> float:
+        handle = self.prm.submit("score", self.question, self.texts(path, step))
+        if self.use_pipeline and finished(step) is None:
+            self._cancel_ahead()
+            ctx = self.context(path)
+            nxt = ctx + step.tokens
+            self.ahead = (tuple(nxt), len(path) + 1, self.draft.submit("write", nxt, len(ctx), self.max_tokens))
+        score, calls = handle.result()
+        self.record("prm", calls, len(path), 0 if author == "draft" else 1, self._score_outcome(score, author), score)
+        return score
+
+    def settle(self, path: list[Node], step: Step, accepted: bool) -> None:
+        super().settle(path, step, accepted)
+        if accepted:
+            self._stop_prefetch()           # its output so far is cached for a later return here
+        else:
+            self._cancel_ahead()            # the step it continued was rejected
+
+    # -- the target ------------------------------------------------------------------------------
+    def _start_prefetch(self, ctx: list[int], pos: int) -> None:
+        key = tuple(ctx)
+        if self.prefetch is not None and self.prefetch[0] == key:
+            return
+        self._stop_prefetch()
+        if key in self.partials:
+            return                          # already have output for this context
+        self.prefetch = (key, pos, self.target.submit("write", ctx, len(ctx), self.max_tokens))
+
+    def _stop_prefetch(self) -> None:
+        if self.prefetch is not None:
+            key, pos, handle = self.prefetch
+            self.target.cancel(handle)
+            self.zombies.append(("target", handle, key, pos))
+            self.prefetch = None
+
+    def rewrite(self, path: list[Node], why: str) -> Step:
+        ctx = self.context(path)
+        key, attempt = tuple(ctx), 1 if why == "rescue" else 2
+        if self.prefetch is not None and self.prefetch[0] == key:     # the prefetch is this very step
+            step = self.prefetch[2].result()
+            self.prefetch = None
+            self.record("target", step.calls, len(path), attempt, "prefetch_hit")
+            return step
+        self._reap(block=False, want=key)
+        cached, rows = self.partials.pop(key, (None, []))
+        if cached is not None and (cached.complete or len(cached.tokens) >= self.max_tokens):
+            self.rec.relabel(rows, "prefetch_hit")                     # a stopped prefetch had finished it
+            return Step(cached.tokens, cached.text, cached.complete, cached.eos)
+        if cached is not None:                                         # resume the partial output
+            self.rec.relabel(rows, "partial_reuse")
+            step = self.target.call("write", ctx + cached.tokens, len(ctx), self.max_tokens, len(ctx))
+            self.record("target", step.calls, len(path), attempt, "partial_reuse")
+            return step
+        step = self.target.call("write", ctx, len(ctx), self.max_tokens)
+        self.record("target", step.calls, len(path), attempt, why)
+        return step
+
+    # -- cancelled work --------------------------------------------------------------------------
+    def _reap(self, block: bool, want: tuple | None = None) -> None:
+        """Collect finished cancelled work: record it, and keep the target's output as a partial."""
+        keep = []
+        for role, handle, key, pos in self.zombies:
+            if block or handle.done() or key == want:
+                step = handle.result()
+                rows = self.record(role, step.calls, pos, 0 if role == "draft" else 1, "cancelled")
+                old = self.partials.get(key)
+                if role == "target" and step.tokens and (old is None or len(step.tokens) > len(old[0].tokens)):
+                    self.partials[key] = (step, rows)
+            else:
+                keep.append((role, handle, key, pos))
+        self.zombies = keep
+
+    def finish(self) -> None:
+        self._cancel_ahead()
+        self._stop_prefetch()
+        self._reap(block=True)

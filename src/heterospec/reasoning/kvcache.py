@@ -1,0 +1,110 @@
+"""KV caches keyed by context: a model never re-processes a prefix it has already seen.
+
+:class:`PrefixCache` keeps one model's KV cache together with the token ids it holds. Asked to
+continue a context, it keeps the longest common prefix (rolling back anything after it) and
+feeds only the new tokens. :class:`KVMU` is the software twin of the paper's KV-cache management
+unit: three pointers over the draft's cache and a log of every mode transition.
+"""
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+
+import torch
+import transformers
+from transformers import DynamicCache
+
+# transformers 5 crops by a negative count and names the forward argument `cache`; 4.x differs
+_NEW_CROP = int(transformers.__version__.split(".")[0]) >= 5
+
+# KVMU modes (HeteroReason): the input multiplexer takes host tokens in INIT, sampler tokens in SPECULATION
+INIT, SPECULATION, ACCEPT, ROLLBACK = "initialisation", "speculation", "accept", "rollback"
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class PrefixCache:
+    """One model's KV cache plus the ids it covers; :meth:`advance` returns the next-token logits."""
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.ids: list[int] = []          # tokens whose KV is in the cache
+        self.cache = DynamicCache()
+        self.processed = 0                # tokens fed through the model (the KV-reuse metric)
+        params = inspect.signature(model.forward).parameters
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    def rollback(self, n: int) -> int:
+        """Drop everything after the first ``n`` tokens; returns how many were dropped."""
+        dropped = len(self.ids) - n
+        if dropped > 0:
+            if n == 0:
+                self.cache = DynamicCache()
+            else:
+                self.cache.crop(-dropped if _NEW_CROP else n)
+            del self.ids[n:]
+        return max(0, dropped)
+
+    def advance(self, context: list[int]) -> tuple[torch.Tensor, int, int]:
+        """Make the cache cover ``context`` and return (logits at its last position, dropped, fed)."""
+        keep = common_prefix(self.ids, context)
+        if keep == len(context):  # fully cached, but the logits at the end are not: re-feed one token
+            keep -= 1
+        dropped = self.rollback(keep)
+        new = context[keep:]
+        logits = self.feed(new)
+        return logits, dropped, len(new)
+
+    @torch.no_grad()
+    def feed(self, tokens: list[int]) -> torch.Tensor:
+        """Append ``tokens`` to the cache; logits at the last one, shape [vocab] (or [labels] for a PRM)."""
+        ids = torch.tensor([tokens], device=self.device)
+        out = self.model(input_ids=ids, use_cache=True, **{self.cache_arg: self.cache})
+        self.ids.extend(tokens)
+        self.processed += len(tokens)
+        return out.logits[0, -1]
+
+
+@dataclass
+class KVMU:
+    """Three pointers over the draft's KV cache and the four modes that move them.
+
+    valid: end of the verified path; current: end of what the cache holds (including an
+    unverified step); step_ahead: end of a step drafted ahead of verification (pipelining).
+    """
+    valid: int = 0
+    current: int = 0
+    step_ahead: int = 0
+    log: list[tuple[int, str, int, int, int, str]] = field(default_factory=list)  # (t_ns, mode, v, c, s, why)
+
+    def _record(self, mode: str, why: str) -> None:
+        self.log.append((time.perf_counter_ns(), mode, self.valid, self.current, self.step_ahead, why))
+
+    def initialise(self, length: int, why: str) -> None:
+        """Host tokens written into the cache (prompt, shadow sync, re-init after a backtrack)."""
+        self.current = self.step_ahead = length
+        self._record(INIT, why)
+
+    def speculate(self, length: int, ahead: bool) -> None:
+        """The local sampler extended the cache to ``length`` (``ahead``: past an unverified step)."""
+        self.current = length
+        self.step_ahead = length if ahead else self.step_ahead
+        self._record(SPECULATION, "step_ahead" if ahead else "draft")
+
+    def accept(self, length: int, why: str = "prm") -> None:
+        self.valid = length
+        self._record(ACCEPT, why)
+
+    def rollback(self, length: int, why: str) -> None:
+        self.current = self.step_ahead = length
+        self.valid = min(self.valid, length)
+        self._record(ROLLBACK, why)

@@ -1,0 +1,89 @@
+"""A collect session: the three devices, started once, running problem after problem."""
+from __future__ import annotations
+
+import time
+
+from heterospec.errors import UserError
+from heterospec.grading import grade, last_boxed
+from heterospec.reasoning.controller import solve
+from heterospec.reasoning.executors import Sequential, StepAhead
+from heterospec.reasoning.workers import LocalRole, ProcessRole, RoleSpec
+
+EXECUTORS = ("sequential", "step_ahead")
+
+
+class Session:
+    """Draft, PRM and target, each on the device ``system.torch_devices`` names."""
+
+    def __init__(self, cfg, checkpoints: dict[str, str], processes: bool = True, threads: int = 1):
+        from heterospec.models.loading import load_tokenizer
+
+        self.cfg = cfg
+        self.devices = {r: str(cfg.system.torch_devices[r]) for r in ("draft", "prm", "target")}
+        self.tokenizer = load_tokenizer(checkpoints["draft"], "draft")
+        target_tok = load_tokenizer(checkpoints["target"], "target")
+        if self.tokenizer.get_vocab() != target_tok.get_vocab():
+            raise UserError(f"models.draft and models.target use different tokenizers "
+                            f"({checkpoints['draft']} vs {checkpoints['target']}); speculation needs one vocabulary")
+        Role = ProcessRole if processes else LocalRole
+        m, alg = cfg.models, cfg.algorithm
+        self.roles = {}
+        try:
+            for r in ("draft", "prm", "target"):
+                self.roles[r] = Role(RoleSpec(role=r, path=checkpoints[r], device=self.devices[r],
+                                              dtype=m[r].dtype, threads=threads, prompt=m.prompt,
+                                              delimiter=m.step_separator, step_token=m.prm_step_token,
+                                              temperature=alg.temperature))
+        except BaseException:
+            self.close()
+            raise
+
+    def executor(self, name: str, alg):
+        args = (self.roles["draft"], self.roles["prm"], self.roles["target"], alg.max_tokens_per_call,
+                alg.threshold, self.devices)
+        if name == "sequential":
+            return Sequential(*args)
+        if name == "step_ahead":
+            return StepAhead(*args)
+        raise UserError(f"executor '{name}': expected one of {list(EXECUTORS)}")
+
+    def prompt_ids(self, question: str) -> list[int]:
+        from heterospec.models.prompts import format_prompt
+        text = format_prompt(self.cfg.models.prompt, question, self.tokenizer)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def run(self, problem, alg, executor: str, ex=None) -> dict[str, list[dict]]:
+        """Solve one problem; its rows for the calls, problems and kvmu tables (run fields not filled)."""
+        ex = ex or self.executor(executor, alg)
+        prompt = self.prompt_ids(problem.question)
+        t0 = time.perf_counter()
+        ex.begin(problem.question, prompt, alg.seed)
+        out = solve(ex, alg)
+        ex.finish()
+        latency = time.perf_counter() - t0
+        stats = self.roles["draft"].call("stats")
+        text = "".join(n.step.text for n in out.path)
+        calls = ex.rec.rows
+        gen = lambda role: sum(r["tokens_out"] for r in calls if r["role"] == role)
+        problem_row = dict(
+            problem_id=problem.id, answer=problem.answer, prediction=last_boxed(text),
+            correct=grade(text, problem.answer), output=text, stop=out.stop, steps=len(out.path),
+            draft_steps=sum(n.author == "draft" for n in out.path),
+            target_steps=sum(n.author == "target" for n in out.path), backtracks=out.backtracks,
+            draft_tokens=gen("draft"), target_tokens=gen("target"),
+            prm_calls=sum(r["role"] == "prm" for r in calls), prompt_tokens=len(prompt),
+            draft_processed=stats["processed"], draft_ingested=stats["ingested"], latency_s=latency)
+        t_start = ex.rec.t0
+        kvmu = [dict(problem_id=problem.id, seq=i, t_ns=t - t_start, mode=mode, valid=v, current=c, step_ahead=s,
+                     reason=why) for i, (t, mode, v, c, s, why) in enumerate(stats["kvmu"])]
+        return {"calls": [dict(problem_id=problem.id, **r) for r in calls], "problems": [problem_row], "kvmu": kvmu}
+
+    def close(self) -> None:
+        for role in self.roles.values():
+            role.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,65 @@
+"""Trace tables of the collect stage: fixed, versioned pyarrow schemas.
+
+* ``collect_calls/v1`` — one row per model call.
+* ``collect_problems/v1`` — one row per problem.
+* ``collect_kvmu/v1`` — one row per KVMU mode transition of the draft.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from heterospec.store import versioned
+
+_RUN = [
+    pa.field("run", pa.string()),
+    pa.field("dataset", pa.string()),
+    pa.field("algorithm", pa.string()),      # rsd | brsd
+    pa.field("executor", pa.string()),       # sequential | step_ahead
+    pa.field("problem_id", pa.string()),
+]
+
+CALLS_TRACE_SCHEMA = versioned("collect_calls", 1, _RUN + [
+    pa.field("step", pa.int32()),            # position on the reasoning path the call works on
+    pa.field("attempt", pa.int32()),         # 0 draft proposal, 1 target rescue, 2 target at a backtrack anchor
+    pa.field("role", pa.string()),           # draft | prm | target
+    pa.field("device", pa.string()),         # torch device the role runs on
+    pa.field("phase", pa.string()),          # prefill | decode | score
+    pa.field("tokens_in", pa.int32()),       # tokens fed to the model
+    pa.field("tokens_out", pa.int32()),      # tokens generated
+    pa.field("kv_len", pa.int32()),          # tokens in the model's KV cache before the call
+    pa.field("start_ns", pa.int64()),        # from the problem's start, one clock for all devices
+    pa.field("end_ns", pa.int64()),
+    pa.field("prm_score", pa.float64()),     # PRM calls only
+    pa.field("outcome", pa.string()),        # accept | reject | rescue | backtrack | prefetch_hit | partial_reuse | cancelled
+])
+
+PROBLEMS_SCHEMA = versioned("collect_problems", 1, _RUN + [
+    pa.field("answer", pa.string()),         # reference answer
+    pa.field("prediction", pa.string()),     # last \boxed{} of the output
+    pa.field("correct", pa.bool_()),
+    pa.field("output", pa.string()),
+    pa.field("stop", pa.string()),           # eos | answer | max_tokens | max_steps
+    pa.field("steps", pa.int32()),           # accepted path length
+    pa.field("draft_steps", pa.int32()),     # of them written by the draft
+    pa.field("target_steps", pa.int32()),
+    pa.field("backtracks", pa.int32()),
+    pa.field("draft_tokens", pa.int32()),    # tokens the draft generated (accepted or not)
+    pa.field("target_tokens", pa.int32()),   # tokens the target generated (prefetches included)
+    pa.field("prm_calls", pa.int32()),
+    pa.field("prompt_tokens", pa.int32()),
+    pa.field("draft_processed", pa.int32()), # tokens the draft fed through its model
+    pa.field("draft_ingested", pa.int32()),  # host tokens it took in: prompt, shadow sync, re-init
+    pa.field("latency_s", pa.float64()),     # wall time from start until every device is idle
+])
+
+KVMU_SCHEMA = versioned("collect_kvmu", 1, _RUN + [
+    pa.field("seq", pa.int32()),
+    pa.field("t_ns", pa.int64()),            # from the problem's start
+    pa.field("mode", pa.string()),           # initialisation | speculation | accept | rollback
+    pa.field("valid", pa.int32()),           # end of the verified path
+    pa.field("current", pa.int32()),         # end of what the cache holds
+    pa.field("step_ahead", pa.int32()),      # end of a step drafted ahead of verification
+    pa.field("reason", pa.string()),         # prompt | draft | step_ahead | prm | reject | backtrack | shadow_sync | host
+])
+
+TABLES = {"calls": CALLS_TRACE_SCHEMA, "problems": PROBLEMS_SCHEMA, "kvmu": KVMU_SCHEMA}

@@ -1,0 +1,210 @@
+"""Device workers: each role's model lives in its own process, bound to its own torch device.
+
+The controller talks to a role through :class:`ProcessRole` (a real worker process, so the
+step-ahead executor truly overlaps the three models) or :class:`LocalRole` (the same object
+in-process, for tests). Both offer ``submit(method, *args) -> Handle`` and ``cancel(handle)``;
+a cancelled ``write`` stops between two tokens and returns what it has.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from heterospec.errors import UserError
+
+
+@dataclass
+class RoleSpec:
+    """Everything a worker needs to build its role; picklable."""
+    role: str             # draft | prm | target
+    path: str             # checkpoint directory
+    device: str           # torch device: cpu, cuda:N
+    dtype: str = "float32"
+    threads: int = 1      # torch intra-op threads in the worker
+    prompt: str = "plain"
+    delimiter: str = "\n\n"
+    step_token: str = "<extra_0>"
+    temperature: float = 0.0
+
+
+def check_device(role: str, device: str) -> None:
+    """A device name this machine has, or one clear line."""
+    import torch
+    if device == "cpu":
+        return
+    if device.startswith("cuda"):
+        idx = int(device.split(":")[1]) if ":" in device else 0
+        if not torch.cuda.is_available():
+            raise UserError(f"system.torch_devices.{role}={device}: this machine has no CUDA device "
+                            f"(use system=cpu3 or torch_devices.{role}=cpu)")
+        if idx >= torch.cuda.device_count():
+            raise UserError(f"system.torch_devices.{role}={device}: only {torch.cuda.device_count()} CUDA device(s) here")
+        return
+    if device == "mps" and torch.backends.mps.is_available():
+        return
+    raise UserError(f"system.torch_devices.{role}={device}: not a torch device (expected cpu or cuda:N)")
+
+
+def build_role(spec: RoleSpec):
+    """Load the model and wrap it as a StepWriter (draft, target) or StepScorer (PRM)."""
+    import torch
+    from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
+    from heterospec.models.prompts import format_prompt
+    from heterospec.reasoning.roles import StepScorer, StepWriter
+
+    torch.set_num_threads(spec.threads)
+    tokenizer = load_tokenizer(spec.path, spec.role)
+    if spec.role == "prm":
+        sep = tokenizer.convert_tokens_to_ids(spec.step_token)
+        if sep is None or sep == tokenizer.unk_token_id:
+            raise UserError(f"models.prm ({spec.path}): tokenizer has no step separator token '{spec.step_token}'")
+        prm = load_prm(spec.path, device=spec.device, dtype=spec.dtype)
+        model = getattr(prm, "model", prm)
+
+        def prefix_ids(question: str) -> list[int]:
+            return tokenizer(format_prompt(spec.prompt, question, tokenizer), add_special_tokens=False)["input_ids"]
+        return StepScorer(model, tokenizer, prefix_ids, spec.step_token, spec.delimiter)
+    model = load_causal_lm(spec.path, device=spec.device, dtype=spec.dtype, role=spec.role)
+    return StepWriter(model, tokenizer, spec.delimiter, kvmu=spec.role == "draft", temperature=spec.temperature)
+
+
+def role_stats(role) -> dict:
+    """KV-reuse counters and the KVMU log of a role since its last reset."""
+    return {"processed": role.processed, "ingested": getattr(role, "ingested", 0),
+            "generated": getattr(role, "generated", 0),
+            "kvmu": list(role.kvmu.log) if getattr(role, "kvmu", None) else []}
+
+
+def _serve(spec: RoleSpec, conn, cancel) -> None:
+    """Worker loop: build the role, then answer (req_id, method, args) requests in order."""
+    try:
+        role = build_role(spec)
+    except UserError as e:
+        conn.send((-1, "usererror", str(e)))
+        return
+    except Exception:
+        conn.send((-1, "error", traceback.format_exc()))
+        return
+    conn.send((-1, "ok", None))
+    while True:
+        try:
+            req_id, method, args = conn.recv()
+        except EOFError:
+            return
+        if method == "close":
+            return
+        try:
+            if method == "write":
+                result = role.write(*args, cancelled=lambda rid=req_id: cancel.value == rid)
+            elif method == "stats":
+                result = role_stats(role)
+            else:
+                result = getattr(role, method)(*args)
+            conn.send((req_id, "ok", result))
+        except Exception:
+            conn.send((req_id, "error", traceback.format_exc()))
+
+
+class Handle:
+    """A submitted request; ``result()`` blocks until the worker answers."""
+
+    def __init__(self, role: "ProcessRole | LocalRole", req_id: int, value: Any = None):
+        self.role, self.req_id, self._value, self._done = role, req_id, value, value is not None
+
+    def result(self) -> Any:
+        if not self._done:
+            self._value, self._done = self.role._wait(self.req_id), True
+        return self._value
+
+    def done(self) -> bool:
+        return self._done or self.role._ready(self.req_id)
+
+
+class ProcessRole:
+    """A role served by its own worker process."""
+
+    def __init__(self, spec: RoleSpec):
+        check_device(spec.role, spec.device)
+        ctx = mp.get_context("spawn")
+        self.spec, self.name = spec, spec.role
+        self.cancel_value = ctx.Value("q", -1, lock=False)
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(spec, child, self.cancel_value), daemon=True,
+                                name=f"heterospec-{spec.role}")
+        self.proc.start()
+        self._next, self._results = 0, {}
+        self._wait(-1)
+
+    def submit(self, method: str, *args) -> Handle:
+        self._next += 1
+        self.conn.send((self._next, method, args))
+        return Handle(self, self._next)
+
+    def call(self, method: str, *args) -> Any:
+        return self.submit(method, *args).result()
+
+    def cancel(self, handle: Handle) -> None:
+        self.cancel_value.value = handle.req_id
+
+    def _receive(self) -> None:
+        try:
+            req_id, status, payload = self.conn.recv()
+        except EOFError:
+            raise RuntimeError(f"the {self.name} worker died (exit code {self.proc.exitcode})") from None
+        if status == "usererror":
+            raise UserError(payload)
+        if status == "error":
+            raise RuntimeError(f"{self.name} worker failed:\n{payload}")
+        self._results[req_id] = payload
+
+    def _wait(self, req_id: int) -> Any:
+        while req_id not in self._results:
+            self._receive()
+        return self._results.pop(req_id)
+
+    def _ready(self, req_id: int) -> bool:
+        while req_id not in self._results and self.conn.poll():
+            self._receive()
+        return req_id in self._results
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send((0, "close", ()))
+            except (BrokenPipeError, OSError):
+                pass
+            self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.terminate()
+
+
+class LocalRole:
+    """The same interface, run in this process: each request completes when submitted."""
+
+    def __init__(self, spec: RoleSpec):
+        check_device(spec.role, spec.device)
+        self.spec, self.name = spec, spec.role
+        self.role = build_role(spec)
+        self._next = 0
+
+    def submit(self, method: str, *args) -> Handle:
+        self._next += 1
+        if method == "stats":
+            value = role_stats(self.role)
+        else:
+            value = getattr(self.role, method)(*args)
+        return Handle(self, self._next, value if value is not None else True)
+
+    def call(self, method: str, *args) -> Any:
+        return self.submit(method, *args).result()
+
+    def cancel(self, handle: Handle) -> None:
+        pass  # already complete
+
+    def _ready(self, req_id: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
