@@ -149,6 +149,18 @@ class ScheduleConfig:
     disaggregated_prefill: bool = False  # draft's prompt prefilled on the target GPU, KV state moved once (T1)
 
 
+# ----------------------------------------------------------------------------- collect
+@dataclass
+class CollectConfig:
+    """The collect stage's grid and how it runs."""
+    algorithms: list[str] = field(default_factory=lambda: ["rsd", "brsd"])      # algorithm configs to run
+    executors: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
+    limit: int = -1                  # problems per dataset (-1: the dataset's own limit)
+    shards: int = 1                  # problem ranges run as separate jobs (and cluster tasks)
+    processes: bool = True           # one worker process per role (false: all in this process, for debugging)
+    threads_per_role: int = 1        # torch threads in each role's worker
+
+
 # ----------------------------------------------------------------------------- top level
 @dataclass
 class Config:

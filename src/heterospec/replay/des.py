@@ -17,12 +17,18 @@ From the operation log come the metrics (``RESULTS_SCHEMA``): latency, accepted 
 (active power while busy, idle power otherwise, over the problem's latency), J/token, stall (time between a
 rejection and the target's output), communication time and share, discarded tokens and their energy, and a lower
 bound: max(each resource's busy time, the dependency chain with realised durations); efficiency = bound / latency.
+
+Energy of discarded work is *marginal*: (active - idle power) x the time the device spent on work whose output was
+thrown away, i.e. what the system would have saved by not doing it (the idle power is paid either way while the
+problem runs). ``discarded_energy_j`` counts every discarded operation (rejected draft steps, which every schedule
+has, cancelled speculative drafts, unused target prefetches); ``speculation_waste_j`` only what speculation adds
+(the last two), zero for the sequential baseline.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
@@ -83,8 +89,14 @@ class Ctx:
     profile: LatencyProfile
     system: SystemParams
 
+    def __post_init__(self):
+        bw = self.system.link_bandwidth_gbs
+        self._per_token_ms = 0.0 if math.isinf(bw) else self.profile.bytes_per_token / (bw * 1e9) * 1e3
+        self._hop_ms = self.system.link_latency_us * 1e-3
+
     def comm(self, tokens: int) -> float:
-        return self.system.link_ms(tokens * self.profile.bytes_per_token)
+        """Token ids over the link (``SystemParams.link_ms`` of their bytes)."""
+        return self._hop_ms + tokens * self._per_token_ms if tokens > 0 else 0.0
 
 
 @dataclass
@@ -99,26 +111,36 @@ class Problem:
     kvv: list
     kvt: list
     path: list
+    trace_set: str = ""
 
     @property
     def accepted_tokens(self) -> int:
         return self.path[-1] if self.path else 0
 
+    @property
+    def backtracks(self) -> int:
+        return sum(1 for o in self.outcome if o == "backtrack")
+
+    def with_prompt_in_context(self) -> "Problem":
+        """The same steps with context lengths counting the prompt (for profiles that model it)."""
+        P = self.prompt
+        return replace(self, kvv=[k + P for k in self.kvv], kvt=[k + P for k in self.kvt])
+
 
 def problems_from_steps(steps: pa.Table) -> list[Problem]:
     cols = steps.select(["dataset", "problem", "prompt_tokens", "outcome", "draft_tokens", "target_tokens",
-                         "kv_verify", "kv_target", "path_tokens"]).to_pydict()
+                         "kv_verify", "kv_target", "path_tokens", "trace_set"]).to_pydict()
     out: list[Problem] = []
     n = len(cols["problem"])
     i = 0
     while i < n:
         j = i
-        key = (cols["dataset"][i], cols["problem"][i])
-        while j < n and (cols["dataset"][j], cols["problem"][j]) == key:
+        key = (cols["trace_set"][i], cols["dataset"][i], cols["problem"][i])
+        while j < n and (cols["trace_set"][j], cols["dataset"][j], cols["problem"][j]) == key:
             j += 1
-        out.append(Problem(key[0], key[1], cols["prompt_tokens"][i], cols["outcome"][i:j],
+        out.append(Problem(key[1], key[2], cols["prompt_tokens"][i], cols["outcome"][i:j],
                            cols["draft_tokens"][i:j], cols["target_tokens"][i:j], cols["kv_verify"][i:j],
-                           cols["kv_target"][i:j], cols["path_tokens"][i:j]))
+                           cols["kv_target"][i:j], cols["path_tokens"][i:j], key[0]))
         i = j
     return out
 
@@ -129,10 +151,11 @@ class Op:
     __slots__ = ("res", "dur", "deps", "until", "kind", "disc", "role", "kv", "cap", "ref", "start", "end", "ev",
                  "chain")
 
-    def __init__(self, res, dur, deps, until, kind, disc, role, kv, cap, ref):
+    def __init__(self, res, dur, deps, until, kind, disc, role, kv, cap, ref, start=math.nan, end=math.nan,
+                 chain=math.nan):
         self.res, self.dur, self.deps, self.until = res, dur, deps, until
         self.kind, self.disc, self.role, self.kv, self.cap, self.ref = kind, disc, role, kv, cap, ref
-        self.start = self.end = self.chain = math.nan
+        self.start, self.end, self.chain = start, end, chain
         self.ev = None
 
     @property
@@ -161,17 +184,52 @@ class Engine:
         pass
 
 
+class Tally:
+    """What the metrics need from an operation log: busy time per resource, the end of the last operation, the
+    longest dependency chain, stall, and the discarded operations."""
+    __slots__ = ("busy", "latency", "longest", "stall", "discarded")
+
+    def __init__(self):
+        self.busy = dict.fromkeys(RESOURCES, 0.0)
+        self.latency = self.longest = self.stall = 0.0
+        self.discarded: list[Op] = []
+
+    def add(self, op: Op) -> None:
+        ln = op.end - op.start
+        self.busy[op.res] += ln
+        if op.end > self.latency:
+            self.latency = op.end
+        if op.chain > self.longest:
+            self.longest = op.chain
+        if op.ref is not None and op.end > op.ref.end:
+            self.stall += op.end - op.ref.end
+        if op.disc:
+            self.discarded.append(op)
+
+    @classmethod
+    def of(cls, ops: list[Op]) -> "Tally":
+        """From a finished log (the SimPy engine's): chains computed here, in issue order."""
+        t = cls()
+        for op in ops:
+            c = 0.0
+            for d in op.deps:
+                if d.chain > c:
+                    c = d.chain
+            op.chain = c + (op.end - op.start)
+            t.add(op)
+        return t
+
+
 class FastEngine(Engine):
     """start = max(resource free, dependency ends); end = start + dur, or the cancelling op's end if earlier.
-    Also the dependency-chain length (``Op.chain``) for the lower bound."""
+    Also the dependency-chain length (``Op.chain``) for the lower bound, and the metrics' tally as it goes."""
 
     def __init__(self):
         super().__init__()
         self.free = dict.fromkeys(RESOURCES, 0.0)
+        self.tally = Tally()
 
     def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None):
-        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref)
-        self.ops.append(op)
         s = self.free[res]
         c = 0.0
         for d in deps:
@@ -179,8 +237,7 @@ class FastEngine(Engine):
                 s = d.end
             if d.chain > c:
                 c = d.chain
-        op.start = s
-        if callable(dur):
+        if callable(dur):   # evaluated at its start; resolved so the metrics read a number
             dur = dur()
         e = s + dur
         if until is not None:
@@ -189,9 +246,20 @@ class FastEngine(Engine):
                 raise RuntimeError("an operation's cancelling op must be issued before it")
             if u < e:
                 e = u if u > s else s
-        op.end = e
-        op.chain = c + (e - s)
+        c += e - s
+        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, s, e, c)
+        self.ops.append(op)
         self.free[res] = e
+        t = self.tally   # Tally.add, inlined: this is the simulator's innermost loop
+        t.busy[res] += e - s
+        if e > t.latency:
+            t.latency = e
+        if c > t.longest:
+            t.longest = c
+        if ref is not None and e > ref.end:
+            t.stall += e - ref.end
+        if disc:
+            t.discarded.append(op)
         return op
 
 
@@ -213,7 +281,7 @@ class SimpyEngine(Engine):
             if op.deps:
                 yield env.all_of([d.ev for d in op.deps])
             op.start = env.now
-            dur = op.dur() if callable(op.dur) else op.dur
+            dur = op.dur = op.dur() if callable(op.dur) else op.dur
             if op.until is not None:
                 yield env.timeout(dur) | op.until.ev
             else:
@@ -222,6 +290,7 @@ class SimpyEngine(Engine):
 
     def finish(self) -> None:
         self.env.run()
+        self.tally = Tally.of(self.ops)
 
 
 def make_engine(name: str) -> Engine:
@@ -233,13 +302,15 @@ def make_engine(name: str) -> Engine:
 
 
 # ----------------------------------------------------------------------------- metrics
-RESULTS_SCHEMA = versioned("replay_results", 1, [
+RESULTS_SCHEMA = versioned("replay_results", 2, [
+    pa.field("trace_set", pa.string(), nullable=False),     # the traces' set (with_bt, no_bt, collect, ...)
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("problem", pa.string(), nullable=False),
     pa.field("system", pa.string(), nullable=False),
     pa.field("schedule", pa.string(), nullable=False),
     pa.field("profile", pa.string(), nullable=False),
     pa.field("steps", pa.int32(), nullable=False),
+    pa.field("backtracks", pa.int32(), nullable=False),     # backtrack steps in the trace
     pa.field("latency_ms", pa.float64(), nullable=False),
     pa.field("accepted_tokens", pa.int64(), nullable=False),
     pa.field("goodput_tok_s", pa.float64(), nullable=False),
@@ -256,42 +327,29 @@ RESULTS_SCHEMA = versioned("replay_results", 1, [
     pa.field("comm_share", pa.float64(), nullable=False),
     pa.field("discarded_draft_tokens", pa.int64(), nullable=False),
     pa.field("discarded_target_tokens", pa.int64(), nullable=False),
-    pa.field("discarded_energy_j", pa.float64(), nullable=False),
+    pa.field("discarded_energy_j", pa.float64(), nullable=False),   # marginal energy of all discarded work
+    pa.field("speculation_waste_j", pa.float64(), nullable=False),  # ... of cancelled speculative drafts + prefetches
     pa.field("lower_bound_ms", pa.float64(), nullable=False),
     pa.field("efficiency", pa.float64(), nullable=False),
 ])
 
 
-def metrics(ops: list[Op], prob: Problem, ctx: Ctx) -> dict:
-    busy = dict.fromkeys(RESOURCES, 0.0)
-    latency = 0.0
-    stall = 0.0
+def metrics(tally: Tally, prob: Problem, ctx: Ctx) -> dict:
+    busy, latency, stall, longest = tally.busy, tally.latency, tally.stall, tally.longest
     disc_tok = {"draft": 0, "target": 0}
-    disc_e = 0.0
-    longest = 0.0
+    disc_e = spec_e = 0.0
     pa_w = ctx.system.power_active_w
-    have_chain = bool(ops) and ops[0].chain == ops[0].chain
-    for op in ops:
+    extra_w = {r: pa_w[r] - ctx.system.power_idle_w[r] for r in DEVICES}
+    for op in tally.discarded:
         ln = op.end - op.start
-        busy[op.res] += ln
-        if op.end > latency:
-            latency = op.end
-        if not have_chain:
-            c = 0.0
-            for d in op.deps:
-                if d.chain > c:
-                    c = d.chain
-            op.chain = c + ln
-        if op.chain > longest:
-            longest = op.chain
-        if op.ref is not None:
-            stall += max(0.0, op.end - op.ref.end)
         disc = op.disc() if callable(op.disc) else op.disc
-        if disc and op.res in pa_w:
-            disc_e += pa_w[op.res] * ln / 1e3
+        if disc and op.res in extra_w:
+            e = extra_w[op.res] * ln / 1e3
+            disc_e += e
+            if op.kind == "prefetch" or op.kind == "spec_draft":
+                spec_e += e
             if op.cap:
-                full = op.dur() if callable(op.dur) else op.dur
-                if op.until is None or ln >= full * (1 - 1e-12):   # ran to completion (up to rounding)
+                if op.until is None or ln >= op.dur * (1 - 1e-12):   # ran to completion (up to rounding)
                     disc_tok[op.role] += op.cap
                 else:
                     disc_tok[op.role] += ctx.profile.tokens_within(op.role, op.kv, ln, op.cap)
@@ -299,52 +357,91 @@ def metrics(ops: list[Op], prob: Problem, ctx: Ctx) -> dict:
     total_e = sum(energy.values())
     acc = prob.accepted_tokens
     bound = max(longest, *busy.values())
-    return dict(steps=len(prob.d), latency_ms=latency, accepted_tokens=acc,
+    return dict(steps=len(prob.d), backtracks=prob.backtracks, latency_ms=latency, accepted_tokens=acc,
                 goodput_tok_s=acc / latency * 1e3 if latency > 0 else 0.0,
                 busy_draft_ms=busy["draft"], busy_prm_ms=busy["prm"], busy_target_ms=busy["target"],
                 energy_draft_j=energy["draft"], energy_prm_j=energy["prm"], energy_target_j=energy["target"],
                 energy_j=total_e, j_per_token=total_e / acc if acc > 0 else math.inf, stall_ms=stall,
                 comm_ms=busy["link"], comm_share=busy["link"] / latency if latency > 0 else 0.0,
                 discarded_draft_tokens=disc_tok["draft"], discarded_target_tokens=disc_tok["target"],
-                discarded_energy_j=disc_e, lower_bound_ms=bound,
+                discarded_energy_j=disc_e, speculation_waste_j=spec_e, lower_bound_ms=bound,
                 efficiency=bound / latency if latency > 0 else 1.0)
 
 
 # ----------------------------------------------------------------------------- drivers
-def simulate_problem(prob: Problem, schedule: str, ctx: Ctx, engine: str = "fast") -> tuple[dict, list[Op]]:
+def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast") -> tuple[dict, list[Op]]:
+    """One problem under one schedule (a name in conf/schedule, a ScheduleConfig or a Schedule)."""
     from heterospec.replay.schedules import get_schedule
-    policy = get_schedule(schedule)
+    policy = get_schedule(schedule).policy
+    if ctx.profile.context_includes_prompt and prob.prompt:
+        prob = prob.with_prompt_in_context()
     eng = make_engine(engine)
     policy(prob, ctx, eng)
     eng.finish()
-    return metrics(eng.ops, prob, ctx), eng.ops
+    return metrics(eng.tally, prob, ctx), eng.ops
 
 
-def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules: Iterable[str],
-             profile: str | LatencyProfile = "paper_v12", engine: str = "fast") -> pa.Table:
-    """Every problem x system x schedule; ``systems`` are SystemConfig-like objects or SystemParams."""
+def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules: Iterable[Any],
+             profile: str | LatencyProfile | Callable[[Any], LatencyProfile] = "paper_v12",
+             engine: str = "fast", workers: int = 1) -> pa.Table:
+    """Every problem x system x schedule. ``systems``: SystemConfig-like objects or SystemParams; ``schedules``:
+    names or ScheduleConfig-like objects; ``profile``: a name, a profile, or ``profile(system) -> profile`` for
+    profiles that depend on the system's hardware. ``workers`` > 1 splits the grid over forked processes (same
+    rows, same order)."""
     from heterospec.replay.schedules import get_schedule
     probs = problems_from_steps(steps) if isinstance(steps, pa.Table) else list(steps)
-    schedules = list(schedules)
-    for s in schedules:
-        get_schedule(s)
-    systems = [s if isinstance(s, SystemParams) else SystemParams.from_config(s) for s in systems]
-    rows: list[dict] = []
-    for sysp in systems:
-        prof = profile if isinstance(profile, LatencyProfile) else get_profile(profile, system=sysp)
-        ctx = Ctx(prof, sysp)
-        for sched in schedules:
-            for prob in probs:
-                m, _ = simulate_problem(prob, sched, ctx, engine)
-                m.update(dataset=prob.dataset, problem=prob.problem, system=sysp.name, schedule=sched,
-                         profile=prof.name)
-                rows.append(m)
+    scheds = [get_schedule(s) for s in schedules]
+    make_engine(engine)
+    jobs: list[tuple[Ctx, Any, list[Problem], str]] = []
+    for system in systems:
+        sysp = system if isinstance(system, SystemParams) else SystemParams.from_config(system)
+        if isinstance(profile, LatencyProfile):
+            prof = profile
+        elif callable(profile):
+            prof = profile(system)
+        else:
+            prof = get_profile(profile, system=system if not isinstance(system, SystemParams) else None)
+        jobs += [(Ctx(prof, sysp), sched, probs, engine) for sched in scheds]
+    if workers <= 1 or len(jobs) * len(probs) < 2000:
+        return pa.concat_tables([_replay_job(j) for j in jobs]) if jobs else RESULTS_SCHEMA.empty_table()
+    return _in_processes(jobs, workers)
+
+
+def _replay_job(job: tuple) -> pa.Table:
+    ctx, sched, probs, engine = job
+    rows = []
+    for prob in probs:
+        m, _ = simulate_problem(prob, sched, ctx, engine)
+        m.update(trace_set=prob.trace_set, dataset=prob.dataset, problem=prob.problem, system=ctx.system.name,
+                 schedule=sched.name, profile=ctx.profile.name)
+        rows.append(m)
     return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)
 
 
-def speed(steps: pa.Table, systems, schedules, profile="paper_v12", engine="fast") -> tuple[int, float]:
+_JOBS: list = []   # the grid, inherited by forked workers (profiles need not be picklable)
+
+
+def _replay_chunk(k: int) -> pa.Table:
+    return _replay_job(_JOBS[k])
+
+
+def _in_processes(jobs: list, workers: int) -> pa.Table:
+    """The grid split into ~4 chunks per worker (by problem), replayed in forked processes, concatenated in order."""
+    import multiprocessing as mp
+    per = max(1, -(-len(jobs[0][2]) * len(jobs) // (4 * workers)))
+    chunks = [(ctx, sched, probs[i:i + per], eng) for ctx, sched, probs, eng in jobs for i in range(0, len(probs), per)]
+    _JOBS[:] = chunks
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_replay_chunk, range(len(chunks)), chunksize=1)
+    finally:
+        _JOBS.clear()
+    return pa.concat_tables(parts)
+
+
+def speed(steps: pa.Table, systems, schedules, profile="paper_v12", engine="fast", workers=1) -> tuple[int, float]:
     """(problem-replays, seconds) for one full grid run."""
     probs = problems_from_steps(steps)
     t0 = time.perf_counter()
-    out = simulate(probs, systems, schedules, profile, engine)
+    out = simulate(probs, systems, schedules, profile, engine, workers)
     return out.num_rows, time.perf_counter() - t0

@@ -2,8 +2,12 @@
 
 Every profile implements :class:`LatencyProfile`: one method per role and phase, taking ``kv`` (tokens already in
 that model's context) and ``n`` / ``g`` (tokens processed or generated). The ``paper`` profiles here are the
-HeteroReason artifact's fitted formulas; ``roofline`` (from a hardware config) and ``measured`` (fitted from our
-own traces) profiles implement the same interface and register themselves with :func:`register`.
+HeteroReason artifact's fitted formulas; ``roofline`` (:mod:`.roofline`, from the hardware configs and model shapes),
+``measured`` (:mod:`.measured`, fitted from our own traces) and ``hls`` (:mod:`.hls`, the HLS stage's draft
+performance table) implement the same interface; :func:`get_profile` builds any of them by name.
+
+Context lengths: the artifact's model counts only generated tokens as context (``context_includes_prompt`` False);
+the hardware-derived and measured profiles count the prompt too, and the simulator adds it for them.
 
 Paper formulas (REFERENCE.md), closed forms of the artifact's per-token sums:
 
@@ -32,6 +36,7 @@ class LatencyProfile(ABC):
     name: str = "abstract"
     bytes_per_token: int = 4            # what one token costs on the link (an int32 id)
     draft_kv_bytes_per_token: int = 0   # draft KV-cache bytes per token (state migration)
+    context_includes_prompt: bool = False  # kv arguments count the prompt (the simulator adds it when True)
 
     # --- per role and phase
     @abstractmethod
@@ -55,6 +60,10 @@ class LatencyProfile(ABC):
         """The target generates ``g`` tokens after ``kv`` in context (no prefill)."""
 
     # --- derived
+    def draft_prefill_disaggregated(self, n: int) -> float:
+        """The draft's prompt prefill run on the target's GPU (T1); the same as on the draft unless overridden."""
+        return self.draft_prefill(0, n)
+
     def target(self, kv: int, g: int) -> float:
         """Prefill plus decode: the artifact's target(kv, g)."""
         return self.target_prefill(kv) + self.target_decode(kv, g)
@@ -159,6 +168,10 @@ class PaperProfile(LatencyProfile):
         c = self.c
         return g * c.target_alpha + c.target_gen_beta * (g * kv + g * (g + 1) / 2)
 
+    def target(self, kv: int, g: int) -> float:
+        c = self.c   # prefill + decode in one expression (the simulator calls this most)
+        return c.target_pre_beta * kv + g * c.target_alpha + c.target_gen_beta * (g * kv + g * (g + 1) / 2)
+
     def comm(self, tokens: int, bandwidth_gbs: float | None = None) -> float:
         return super().comm(tokens, self.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs)
 
@@ -192,6 +205,33 @@ _REGISTRY: dict[str, Callable[..., LatencyProfile]] = {
 }
 
 
+def _roofline(**kw) -> LatencyProfile:
+    from heterospec.replay.roofline import RooflineProfile
+    kw = _need(kw, "roofline", "system", "models")
+    return RooflineProfile(kw["system"], kw["models"], kw.get("overheads"), kw.get("checkpoints"))
+
+
+def _measured(**kw) -> LatencyProfile:
+    from heterospec.replay.measured import MeasuredProfile
+    return MeasuredProfile.from_fit(_need(kw, "measured", "fit")["fit"])
+
+
+def _hls(**kw) -> LatencyProfile:
+    from heterospec.replay.hls import HlsProfile
+    kw = _need(kw, "hls", "system", "models", "perf")
+    return HlsProfile(kw["system"], kw["models"], kw["perf"], kw.get("overheads"), kw.get("checkpoints"))
+
+
+def _need(kw: dict, name: str, *keys: str) -> dict:
+    missing = [k for k in keys if kw.get(k) is None]
+    if missing:
+        raise UserError(f"the {name} profile needs {', '.join(missing)} (only hardware-configured runs provide it)")
+    return kw
+
+
+_REGISTRY.update(roofline=_roofline, measured=_measured, hls=_hls)
+
+
 def register(name: str, factory: Callable[..., LatencyProfile]) -> None:
     """Add a profile (``factory(**kwargs)`` builds it; e.g. ``system=`` for hardware-derived profiles)."""
     _REGISTRY[name] = factory
@@ -202,7 +242,10 @@ def profile_names() -> list[str]:
 
 
 def get_profile(name: str, **kwargs) -> LatencyProfile:
-    """The profile called ``name``; an unknown name is a UserError listing the valid ones."""
+    """The profile called ``name``; an unknown name is a UserError listing the valid ones.
+
+    Keyword arguments feed the hardware-derived ones: ``system`` (a SystemConfig), ``models`` (a ModelsConfig),
+    ``overheads`` and ``checkpoints`` (roofline, hls), ``perf`` (hls: the HLS perf table), ``fit`` (measured)."""
     if name not in _REGISTRY:
         raise UserError(f"unknown latency profile '{name}'; choose one of {profile_names()}")
     return _REGISTRY[name](**kwargs)

@@ -25,7 +25,8 @@ from heterospec.store.parquet import read_parquet, versioned, write_parquet
 OUTCOMES = ("accept", "rescue", "backtrack")
 _i32 = pa.int32()
 
-STEPS_SCHEMA = versioned("replay_steps", 1, [
+STEPS_SCHEMA = versioned("replay_steps", 2, [
+    pa.field("trace_set", pa.string(), nullable=False),     # which traces: with_bt / no_bt (artifact), collect, ...
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("problem", pa.string(), nullable=False),       # unique within a dataset (file path or problem id)
     pa.field("source", pa.string(), nullable=False),        # artifact | collect
@@ -56,7 +57,7 @@ CALLS_SCHEMA = versioned("model_calls", 1, [
 ])
 
 
-def steps_from_events(events: pa.Table) -> pa.Table:
+def steps_from_events(events: pa.Table, trace_set: str = "artifact") -> pa.Table:
     """Artifact events -> steps. Target tokens: ``target_total_tokens``, else ``target_tokens_spent``;
     a backtrack with 0 uses its draft tokens (the v12 rule); ``accept_via_prefetch`` is a rescue whose
     output came from the prefetch (at least 1 token)."""
@@ -97,7 +98,7 @@ def steps_from_events(events: pa.Table) -> pa.Table:
                 kv += t
             else:
                 raise UserError(f"{src}: unknown status '{status}'")
-            rows.append(dict(dataset=cols["dataset"][i], problem=src, source="artifact", step_idx=k,
+            rows.append(dict(trace_set=trace_set, dataset=cols["dataset"][i], problem=src, source="artifact", step_idx=k,
                              logical_step=step, outcome=outcome, prompt_tokens=cols["prompt_tokens"][i] or 0,
                              draft_tokens=d, target_tokens=t, kv_verify=kv_v, kv_target=kv_v - rb,
                              rollback_tokens=rb, path_tokens=kv))
@@ -106,7 +107,7 @@ def steps_from_events(events: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
 
 
-def steps_from_calls(calls: pa.Table) -> pa.Table:
+def steps_from_calls(calls: pa.Table, trace_set: str = "collect") -> pa.Table:
     """Model-call traces -> steps. Per step: the draft's decode call gives draft tokens and kv_verify; the first
     target decode call gives target tokens and kv_target; a draft/target prefill with ``phase=prefill`` before the
     first step gives the prompt length."""
@@ -140,7 +141,8 @@ def steps_from_calls(calls: pa.Table) -> pa.Table:
             kvt = kvv if s["kvt"] is None else (s["kvt"] - prompt if s["kvt"] >= prompt else s["kvt"])
             rb = max(0, kvv - kvt) if s["outcome"] == "backtrack" else 0
             path = (kvv + s["d"]) if s["outcome"] == "accept" else (kvt + s["t"])
-            rows.append(dict(dataset=ds, problem=prob, source="collect", step_idx=k, logical_step=k + 1,
+            rows.append(dict(trace_set=trace_set, dataset=ds, problem=prob, source="collect", step_idx=k,
+                             logical_step=k + 1,
                              outcome=s["outcome"], prompt_tokens=prompt, draft_tokens=s["d"],
                              target_tokens=s["t"] if s["outcome"] != "accept" else 0, kv_verify=kvv,
                              kv_target=kvt, rollback_tokens=rb, path_tokens=path))

@@ -1,34 +1,68 @@
 """Schedule policies: how one problem's steps become operations on the draft, PRM and target devices and the link.
 
-Each policy is ``policy(problem, ctx, engine)`` (see :mod:`heterospec.replay.des`); register new ones with
-:func:`register`.
+A schedule is a set of switches (``ScheduleConfig``: prefetch, partial_cache, draft_pipeline, shadow_sync,
+disaggregated_prefill), named by its file in ``conf/schedule/`` (``sequential``, ``step_ahead``, ``hetero``,
+``prefetch_only``). With every switch off the policy is :mod:`.sequential`, the 3-GPU baseline; otherwise
+:mod:`.pipelined` turns on what the switches say. A policy is ``policy(problem, ctx, engine)``
+(see :mod:`heterospec.replay.des`).
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass, fields
+from typing import Any, Callable
 
 from heterospec.errors import UserError
 
 Policy = Callable[..., None]
-_REGISTRY: dict[str, Policy] = {}
 
 
-def register(name: str, policy: Policy) -> None:
-    _REGISTRY[name] = policy
+@dataclass(frozen=True)
+class Schedule:
+    """A named set of ScheduleConfig switches and the policy that runs them."""
+    name: str
+    prefetch: bool = False
+    partial_cache: bool = False
+    draft_pipeline: bool = False
+    shadow_sync: bool = False
+    disaggregated_prefill: bool = False
+
+    @property
+    def policy(self) -> Policy:
+        from heterospec.replay.schedules.pipelined import pipelined
+        from heterospec.replay.schedules.sequential import sequential
+        if not any(getattr(self, f.name) for f in fields(self) if f.name != "name"):
+            return sequential
+        return lambda prob, ctx, eng: pipelined(prob, ctx, eng, self)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "Schedule":
+        """From a ScheduleConfig, a DictConfig or a dict with the same keys."""
+        get = cfg.get if hasattr(cfg, "get") else lambda k, d=None: getattr(cfg, k, d)
+        return cls(**{f.name: (str if f.name == "name" else bool)(get(f.name, False)) for f in fields(cls)})
+
+
+_CACHE: dict[str, Schedule] = {}
 
 
 def schedule_names() -> list[str]:
-    _load()
-    return sorted(_REGISTRY)
+    from heterospec.config import CONF_DIR
+    return sorted(p.stem for p in (CONF_DIR / "schedule").glob("*.yaml"))
 
 
-def get_schedule(name: str) -> Policy:
-    _load()
-    if name not in _REGISTRY:
-        raise UserError(f"unknown schedule '{name}'; choose one of {sorted(_REGISTRY)}")
-    return _REGISTRY[name]
-
-
-def _load() -> None:
-    if not _REGISTRY:
-        from heterospec.replay.schedules import hetero, prefetch_only, sequential, step_ahead  # noqa: F401
+def get_schedule(spec: str | Any) -> Schedule:
+    """A schedule by name (``conf/schedule/<name>.yaml``) or from a ScheduleConfig-like object."""
+    if not isinstance(spec, str):
+        return spec if isinstance(spec, Schedule) else Schedule.from_config(spec)
+    if spec not in _CACHE:
+        from omegaconf import OmegaConf
+        from heterospec.config import CONF_DIR
+        from heterospec.config.schema import ScheduleConfig
+        path = CONF_DIR / "schedule" / f"{spec}.yaml"
+        if not path.is_file():
+            raise UserError(f"unknown schedule '{spec}'; choose one of {schedule_names()}")
+        try:
+            cfg = OmegaConf.merge(OmegaConf.structured(ScheduleConfig), OmegaConf.load(path))
+        except Exception as e:  # a misspelt switch in the file
+            raise UserError(f"{path}: {str(e).splitlines()[0]}") from None
+        _CACHE[spec] = Schedule.from_config(cfg)
+    return _CACHE[spec]

@@ -2,8 +2,6 @@
 is sent and PRM-verified and the draft ingests it. Nothing overlaps."""
 from __future__ import annotations
 
-from heterospec.replay.schedules import register
-
 
 def sequential(prob, ctx, eng) -> None:
     p, run = ctx.profile, eng.run
@@ -25,5 +23,3 @@ def sequential(prob, ctx, eng) -> None:
             if i + 1 < n:
                 prev.append(run("draft", p.draft_prefill(kvt, t), [L2], kind="sync"))
 
-
-register("sequential", sequential)

@@ -1,0 +1,140 @@
+"""The ``roofline`` latency profile: each call's time from the device's datasheet and the model's shape.
+
+One forward pass over ``n`` new tokens with ``kv`` tokens already cached reads every weight once and the KV cache
+of ``kv + n`` tokens, and computes ``2 * matmul_params`` FLOPs per token plus attention over its context:
+
+    pass(kv, n) = max(bytes / bandwidth, FLOPs / peak) + call_overhead
+
+Decode is one pass per token (memory-bound at batch 1); prefill, PRM scoring and the target's re-read of its
+context are one pass over many tokens (compute-bound). Per-token sums are in closed form: bytes and FLOPs are both
+linear in the context length, so their maximum switches side at most once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from heterospec.errors import UserError
+from heterospec.replay.profiles import LatencyProfile
+from heterospec.replay.shapes import WEIGHT_BYTES, ModelShape, model_shape, precision
+
+# Fixed cost of one forward pass by device kind (ms): kernel launches / the FPGA's command queue. Assumed, not
+# measured; overridable per kind in the replay config (replay.call_overhead_ms).
+CALL_OVERHEAD_MS = {"gpu": 0.03, "fpga": 0.01, "cpu": 0.05, "soc": 0.05}
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One model on one device: time of a forward pass over ``n`` new tokens after ``kv`` cached ones (ms)."""
+    weight_ms: float        # all weights once / bandwidth
+    kv_ms: float            # one token's KV bytes / bandwidth
+    flop_ms: float          # one token's matmul FLOPs / peak
+    attn_ms: float          # one token's attention FLOPs per context token / peak
+    overhead_ms: float
+
+    @classmethod
+    def of(cls, shape: ModelShape, prec: str, hw: Any, overhead_ms: float, who: str) -> "Roofline":
+        peaks = dict(_get(hw, "peak_tflops") or {})
+        if prec not in peaks:
+            raise UserError(f"hardware '{_get(hw, 'name')}' has no peak_tflops.{prec}, which the roofline profile "
+                            f"needs for the {who} ({prec}); add it to conf/hardware or change the model's precision")
+        bw = _get(hw, "bandwidth_gbs")
+        if not bw or bw <= 0:
+            raise UserError(f"hardware '{_get(hw, 'name')}' has no bandwidth_gbs, which the roofline profile needs")
+        bw_bytes_ms, peak_flop_ms = float(bw) * 1e6, float(peaks[prec]) * 1e9   # per millisecond
+        return cls(weight_ms=shape.matmul_params * WEIGHT_BYTES[prec] / bw_bytes_ms,
+                   kv_ms=shape.kv_bytes_per_token(prec) / bw_bytes_ms,
+                   flop_ms=2 * shape.matmul_params / peak_flop_ms,
+                   attn_ms=shape.attn_flops_per_ctx / peak_flop_ms, overhead_ms=overhead_ms)
+
+    def forward(self, kv: int, n: int) -> float:
+        """One pass over ``n`` tokens: reads weights and the KV of kv + n tokens; attention over the causal triangle."""
+        if n <= 0:
+            return 0.0
+        mem = self.weight_ms + self.kv_ms * (kv + n)
+        comp = n * self.flop_ms + self.attn_ms * (n * kv + n * (n + 1) / 2)
+        return max(mem, comp) + self.overhead_ms
+
+    def decode(self, kv: int, n: int) -> float:
+        """``n`` single-token passes at contexts c = kv+1 .. kv+n: sum of max(a1 + b1 c, a2 + b2 c) + overhead."""
+        if n <= 0:
+            return 0.0
+        a1, b1 = self.weight_ms, self.kv_ms
+        a2, b2 = self.flop_ms, self.attn_ms
+        lo, hi = kv + 1, kv + n
+        total = n * self.overhead_ms
+        if b1 == b2:
+            return total + _linsum(max(a1, a2), b1, lo, hi)
+        cross = (a2 - a1) / (b1 - b2)   # memory term >= compute term on one side of this context length
+        mem_above = b1 > b2
+        split = min(hi, max(lo - 1, int(cross // 1)))   # contexts lo..split on the low side, split+1..hi high
+        low_mem, high_mem = (not mem_above), mem_above
+        total += _linsum(a1 if low_mem else a2, b1 if low_mem else b2, lo, split)
+        total += _linsum(a1 if high_mem else a2, b1 if high_mem else b2, split + 1, hi)
+        return total
+
+
+def _linsum(a: float, b: float, lo: int, hi: int) -> float:
+    """sum_{c=lo..hi} (a + b c)."""
+    if hi < lo:
+        return 0.0
+    k = hi - lo + 1
+    return k * a + b * (lo + hi) * k / 2
+
+
+def _get(o: Any, key: str, default=None):
+    if isinstance(o, dict):
+        return o.get(key, default)
+    try:
+        return o[key] if not hasattr(o, "__dataclass_fields__") else getattr(o, key)
+    except (KeyError, AttributeError, TypeError):
+        return getattr(o, key, default)
+
+
+class RooflineProfile(LatencyProfile):
+    """Latency from the system's hardware configs and the run's models (shape and precision)."""
+
+    context_includes_prompt = True
+
+    def __init__(self, system: Any, models: Any, overheads: dict | None = None, checkpoints: dict | None = None,
+                 name: str = "roofline"):
+        self.name = name
+        over = {**CALL_OVERHEAD_MS, **(overheads or {})}
+        self.shapes: dict[str, ModelShape] = {}
+        self.devices: dict[str, Roofline] = {}
+        for role in ("draft", "prm", "target"):
+            hw = _get(system, role)
+            if hw is None:
+                raise UserError(f"system '{_get(system, 'name')}' has no {role} device")
+            shape = model_shape(role, models[role], (checkpoints or {}).get(role))
+            prec = precision(role, models[role])
+            kind = str(_get(hw, "kind") or "gpu")
+            self.shapes[role] = shape
+            self.devices[role] = Roofline.of(shape, prec, hw, over.get(kind, 0.0), role)
+            if role == "draft":
+                self.draft_kv_bytes_per_token = shape.kv_bytes_per_token(prec)
+                draft_shape, draft_prec = shape, prec
+        # T1's disaggregated prefill: the draft model's prompt prefill on the target's GPU (its precision there:
+        # 16-bit; a W8A8 export is an FPGA format)
+        tgt_hw = _get(system, "target")
+        gpu_prec = draft_prec if draft_prec in (_get(tgt_hw, "peak_tflops") or {}) else "fp16"
+        self.draft_on_target = Roofline.of(draft_shape, gpu_prec, tgt_hw,
+                                           over.get(str(_get(tgt_hw, "kind") or "gpu"), 0.0), "draft's prefill")
+
+    def draft_decode(self, kv: int, n: int) -> float:
+        return self.devices["draft"].decode(kv, n)
+
+    def draft_prefill(self, kv: int, n: int) -> float:
+        return self.devices["draft"].forward(kv, n)
+
+    def draft_prefill_disaggregated(self, n: int) -> float:
+        return self.draft_on_target.forward(0, n)
+
+    def prm_score(self, n: int) -> float:
+        return self.devices["prm"].forward(0, n)
+
+    def target_prefill(self, kv: int) -> float:
+        return self.devices["target"].forward(0, kv)
+
+    def target_decode(self, kv: int, g: int) -> float:
+        return self.devices["target"].decode(kv, g)
