@@ -161,6 +161,24 @@ class CollectConfig:
     threads_per_role: int = 1        # torch threads in each role's worker
 
 
+# ----------------------------------------------------------------------------- replay
+@dataclass
+class ReplayConfig:
+    """Trace replay (conf/replay/): which traces, on which systems, with which schedules and latency profiles."""
+    traces: str = ""                 # artifact trace root: <traces>/<trace_set>/<dataset>/*.json
+    trace_sets: list[str] = field(default_factory=lambda: ["with_bt", "no_bt"])
+    datasets: list[str] = field(default_factory=list)   # dataset folders to import (empty: every one found)
+    format: str = "auto"             # v11 | v12 | auto (each file's own)
+    profiles: list[str] = field(default_factory=lambda: ["paper_v12"])  # paper_v12 | paper_v11 | roofline | hls | measured
+    schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead", "hetero"])  # conf/schedule names
+    systems: list[str] = field(default_factory=lambda: ["gpu3", "hetero_u280", "hetero_v80"])   # conf/system names
+    engine: str = "fast"             # fast | simpy (same times; simpy is ~50x slower)
+    workers: int = 1                 # processes for the replay grid
+    call_overhead_ms: dict[str, float] = field(default_factory=dict)  # roofline: ms per forward pass by device kind
+    validate_system: str = "cpu3"    # the system our own traces were collected on
+    validate_schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
+
+
 # ----------------------------------------------------------------------------- top level
 @dataclass
 class Config:
@@ -175,6 +193,7 @@ class Config:
     algorithm: AlgorithmConfig = MISSING
     system: SystemConfig = MISSING
     schedule: ScheduleConfig = MISSING
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
     paths: dict[str, str] = field(default_factory=dict)
 
 
@@ -188,3 +207,4 @@ def register() -> None:
     cs.store(group="hardware", name="schema", node=HardwareConfig)
     cs.store(group="system", name="schema", node=SystemConfig)
     cs.store(group="schedule", name="schema", node=ScheduleConfig)
+    cs.store(group="replay", name="schema", node=ReplayConfig)

@@ -19,7 +19,9 @@ from heterospec.store.parquet import versioned, write_parquet
 SEMANTICS = ("v12", "v11")
 DEFAULT_PROFILE = {"v12": "paper_v12", "v11": "paper_v11"}
 
-REPLAY_SCHEMA = versioned("artifact_replay", 1, [
+REPLAY_SCHEMA = versioned("artifact_replay", 2, [
+    pa.field("run", pa.string(), nullable=False),           # results/<run>/ ("" outside a run)
+    pa.field("trace_set", pa.string(), nullable=False),     # with_bt / no_bt / ...
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("source", pa.string(), nullable=False),
     pa.field("problem_idx", pa.int64(), nullable=False),
@@ -206,8 +208,8 @@ def problems(events: pa.Table):
         start = end
 
 
-def replay_table(events: pa.Table, semantics: str | None = None, profile: str | LatencyProfile | None = None
-                 ) -> pa.Table:
+def replay_table(events: pa.Table, semantics: str | None = None, profile: str | LatencyProfile | None = None,
+                 trace_set: str = "", run: str = "") -> pa.Table:
     """Replay every problem of an events table. ``semantics`` None: each trace's own format's rule;
     ``profile`` None: that rule's paper profile (paper_v12 / paper_v11)."""
     if semantics is not None and semantics not in SEMANTICS:
@@ -227,7 +229,7 @@ def replay_table(events: pa.Table, semantics: str | None = None, profile: str | 
         sem = semantics or head["format"]
         p = prof(sem)
         r = replay_v12(evs, head["prompt_tokens"] or 0, p) if sem == "v12" else replay_v11(evs, p)
-        rows.append(dict(head, semantics=sem, profile=p.name, events=len(evs),
+        rows.append(dict(head, run=run, trace_set=trace_set, semantics=sem, profile=p.name, events=len(evs),
                          draft_tokens=sum(e.d for e in evs), target_tokens=r.target_tokens,
                          target_wait_ms=r.target_wait_ms, latency_ms=r.latency_ms))
     for r in rows:

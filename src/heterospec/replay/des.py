@@ -303,6 +303,7 @@ def make_engine(name: str) -> Engine:
 
 # ----------------------------------------------------------------------------- metrics
 RESULTS_SCHEMA = versioned("replay_results", 2, [
+    pa.field("run", pa.string(), nullable=False),           # results/<run>/ ("" outside a run)
     pa.field("trace_set", pa.string(), nullable=False),     # the traces' set (with_bt, no_bt, collect, ...)
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("problem", pa.string(), nullable=False),
@@ -383,11 +384,11 @@ def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast
 
 def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules: Iterable[Any],
              profile: str | LatencyProfile | Callable[[Any], LatencyProfile] = "paper_v12",
-             engine: str = "fast", workers: int = 1) -> pa.Table:
+             engine: str = "fast", workers: int = 1, run: str = "") -> pa.Table:
     """Every problem x system x schedule. ``systems``: SystemConfig-like objects or SystemParams; ``schedules``:
     names or ScheduleConfig-like objects; ``profile``: a name, a profile, or ``profile(system) -> profile`` for
     profiles that depend on the system's hardware. ``workers`` > 1 splits the grid over forked processes (same
-    rows, same order)."""
+    rows, same order). ``run`` fills the run column."""
     from heterospec.replay.schedules import get_schedule
     probs = problems_from_steps(steps) if isinstance(steps, pa.Table) else list(steps)
     scheds = [get_schedule(s) for s in schedules]
@@ -401,18 +402,18 @@ def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules:
             prof = profile(system)
         else:
             prof = get_profile(profile, system=system if not isinstance(system, SystemParams) else None)
-        jobs += [(Ctx(prof, sysp), sched, probs, engine) for sched in scheds]
+        jobs += [(Ctx(prof, sysp), sched, probs, engine, run) for sched in scheds]
     if workers <= 1 or len(jobs) * len(probs) < 2000:
         return pa.concat_tables([_replay_job(j) for j in jobs]) if jobs else RESULTS_SCHEMA.empty_table()
     return _in_processes(jobs, workers)
 
 
 def _replay_job(job: tuple) -> pa.Table:
-    ctx, sched, probs, engine = job
+    ctx, sched, probs, engine, run = job
     rows = []
     for prob in probs:
         m, _ = simulate_problem(prob, sched, ctx, engine)
-        m.update(trace_set=prob.trace_set, dataset=prob.dataset, problem=prob.problem, system=ctx.system.name,
+        m.update(run=run, trace_set=prob.trace_set, dataset=prob.dataset, problem=prob.problem, system=ctx.system.name,
                  schedule=sched.name, profile=ctx.profile.name)
         rows.append(m)
     return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)
@@ -429,7 +430,8 @@ def _in_processes(jobs: list, workers: int) -> pa.Table:
     """The grid split into ~4 chunks per worker (by problem), replayed in forked processes, concatenated in order."""
     import multiprocessing as mp
     per = max(1, -(-len(jobs[0][2]) * len(jobs) // (4 * workers)))
-    chunks = [(ctx, sched, probs[i:i + per], eng) for ctx, sched, probs, eng in jobs for i in range(0, len(probs), per)]
+    chunks = [(ctx, sched, probs[i:i + per], eng, run) for ctx, sched, probs, eng, run in jobs
+              for i in range(0, len(probs), per)]
     _JOBS[:] = chunks
     try:
         with mp.get_context("fork").Pool(workers) as pool:

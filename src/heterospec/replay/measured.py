@@ -28,6 +28,7 @@ FEATURES = {"decode": ("1", "n", "kv", "n*kv+n(n+1)/2"), "prefill": ("1", "n", "
 NEEDED = (("draft", "decode"), ("prm", "score"), ("target", "decode"))   # prefills may be folded into decodes
 
 FIT_SCHEMA = versioned("measured_fit", 1, [
+    pa.field("run", pa.string(), nullable=False),             # results/<run>/ ("" outside a run)
     pa.field("role", pa.string(), nullable=False),
     pa.field("phase", pa.string(), nullable=False),
     pa.field("calls", pa.int32(), nullable=False),            # rows fitted
@@ -54,7 +55,7 @@ def _call_arrays(rows: dict, phase: str):
     return np.asarray(n, dtype=float), np.asarray(rows["kv_len"], dtype=float)
 
 
-def fit_calls(calls: pa.Table) -> pa.Table:
+def fit_calls(calls: pa.Table, run: str = "") -> pa.Table:
     """Fit every (role, phase) present in ``calls``; one FIT_SCHEMA row each."""
     if calls.num_rows == 0 or calls.column("wall_ms").null_count == calls.num_rows:
         raise UserError("measured profile: no model calls with a measured wall_ms to fit")
@@ -83,7 +84,7 @@ def fit_calls(calls: pa.Table) -> pa.Table:
         pos = y > 0
         mape = float(np.mean(np.abs(pred[pos] - y[pos]) / y[pos])) if pos.any() else 0.0
         _check_range(role, phase, coef, n, kv)
-        out.append(dict(role=role, phase=phase, calls=len(y), features=list(FEATURES[phase]),
+        out.append(dict(run=run, role=role, phase=phase, calls=len(y), features=list(FEATURES[phase]),
                         coefficients=[float(c) for c in coef], r2=r2, mape=mape, wall_ms_mean=float(y.mean())))
     return pa.Table.from_pylist(out, schema=FIT_SCHEMA)
 

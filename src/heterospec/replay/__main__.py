@@ -1,0 +1,28 @@
+"""``python -m heterospec.replay import|run|validate [flags] [Hydra overrides]`` (see heterospec.replay.stage)."""
+from __future__ import annotations
+
+from heterospec import stage
+
+
+def main(argv: list[str]) -> None:
+    from heterospec.replay.stage import import_stage, run_stage
+    from heterospec.replay.validate import validate
+
+    p = stage.parser("python -m heterospec.replay", "Trace replay on modelled heterogeneous systems.")
+    p.add_argument("action", choices=["import", "run", "validate"],
+                   help="import: artifact traces -> events table; run: replay the grid; validate: against collect runs")
+    p.add_argument("--trace-set", help="import: the trace set (a folder under replay.traces, e.g. with_bt)")
+    args = stage.parse(p, argv)
+    cfg, paths = stage.compose(args)
+    if args.action == "import":
+        sets = [args.trace_set] if args.trace_set else list(cfg.replay.trace_sets)
+        for ts in sets:
+            import_stage(cfg, paths, ts)
+    elif args.action == "run":
+        run_stage(cfg, paths, args.overrides)
+    else:
+        validate(cfg, paths, args.overrides)
+
+
+if __name__ == "__main__":
+    stage.run(main)

@@ -1,0 +1,202 @@
+"""``heterospec replay validate``: the simulator against our own measured runs.
+
+Reads the collect stage's traces under ``results/<run>/collect/`` (any depth; ``shard-*`` folders are skipped, the
+merged tables beside them are read):
+
+* per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.steps.CALLS_SCHEMA`) — the contract; the
+  executor is the file's path part named like one (``sequential``, ``step_ahead``), else ``sequential``;
+* the collect stage's own ``collect_calls/v1`` (converted: wall = end_ns - start_ns; steps delimited by the draft's
+  attempt-0 proposals, a step with an attempt-2 call is a backtrack, one with an attempt-1 target decode a rescue);
+* per-problem wall latencies from ``collect_problems/v1`` (``latency_s``) when present; without them a sequential
+  run's latency is the sum of its calls' wall times.
+
+The ``measured`` profile is fitted on the sequential executor's calls (nothing overlaps there, so each wall time
+is the call's own). Steps come from the same calls; each executor's problems are replayed with the schedule of the
+same name on ``replay.validate_system`` and the per-problem error printed (the issue's bar: mean |error| <= 10 %).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from heterospec.errors import UserError
+from heterospec.paths import RunPaths
+from heterospec.replay.measured import MeasuredProfile, fit_calls, read_fit, write_fit
+from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls
+from heterospec.store.parquet import SCHEMA_VERSION_KEY, read_parquet, versioned, write_parquet
+
+CALLS_TAG = CALLS_SCHEMA.metadata[SCHEMA_VERSION_KEY].decode()
+COLLECT_CALLS_TAG, COLLECT_PROBLEMS_TAG = "collect_calls/v1", "collect_problems/v1"
+MAE_BAR = 0.10
+
+VALIDATION_SCHEMA = versioned("replay_validation", 1, [
+    pa.field("run", pa.string(), nullable=False),
+    pa.field("trace_set", pa.string(), nullable=False),     # the collect run's algorithm (rsd, brsd) or "collect"
+    pa.field("dataset", pa.string(), nullable=False),
+    pa.field("problem", pa.string(), nullable=False),
+    pa.field("executor", pa.string(), nullable=False),      # = the schedule replayed
+    pa.field("system", pa.string(), nullable=False),
+    pa.field("measured_ms", pa.float64(), nullable=False),
+    pa.field("predicted_ms", pa.float64(), nullable=False),
+    pa.field("rel_error", pa.float64(), nullable=False),    # (predicted - measured) / measured
+])
+
+
+# ----------------------------------------------------------------------------- finding traces
+def _tag(path: Path) -> str:
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (pa.ArrowInvalid, OSError) as e:
+        raise UserError(f"{path}: not a readable Parquet file ({e})") from None
+    return (meta.get(SCHEMA_VERSION_KEY) or b"").decode()
+
+
+def _executor_of(path: Path, root: Path, known: list[str]) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return next((p for p in reversed(parts) if p in known), "sequential")
+
+
+def find_traces(root: Path, executors: list[str]) -> tuple[dict, dict]:
+    """({(trace_set, executor): CALLS table}, {(trace_set, executor, dataset, problem): measured ms})."""
+    if not root.is_dir():
+        raise UserError(f"{root}: no collect traces yet; run the collect stage first "
+                        f"(snakemake --cores all, or python -m heterospec.collect)")
+    calls: dict[tuple, list[pa.Table]] = defaultdict(list)
+    latency: dict[tuple, float] = {}
+    for path in sorted(root.rglob("*.parquet")):
+        if any(p.startswith("shard-") for p in path.relative_to(root).parts):
+            continue
+        tag = _tag(path)
+        if tag == CALLS_TAG:
+            calls[("collect", _executor_of(path, root, executors))].append(read_parquet(path, CALLS_SCHEMA))
+        elif tag == COLLECT_CALLS_TAG:
+            t = pq.read_table(path)
+            for key, part in _split(t, ("algorithm", "executor")).items():
+                calls[key].append(calls_from_collect(part, path))
+        elif tag == COLLECT_PROBLEMS_TAG:
+            for r in pq.read_table(path, columns=["algorithm", "executor", "dataset", "problem_id",
+                                                   "latency_s"]).to_pylist():
+                latency[(r["algorithm"], r["executor"], r["dataset"], r["problem_id"])] = r["latency_s"] * 1e3
+    if not calls:
+        raise UserError(f"{root}: no per-call traces ({CALLS_TAG} or {COLLECT_CALLS_TAG} Parquet files)")
+    return {k: pa.concat_tables(v) for k, v in calls.items()}, latency
+
+
+def _split(t: pa.Table, keys: tuple[str, ...]) -> dict[tuple, pa.Table]:
+    cols = t.select(list(keys)).to_pydict()
+    idx: dict[tuple, list[int]] = defaultdict(list)
+    for i, k in enumerate(zip(*(cols[c] for c in keys))):
+        idx[k].append(i)
+    return {k: t.take(pa.array(v)) for k, v in idx.items()}
+
+
+def calls_from_collect(t: pa.Table, path: Path) -> pa.Table:
+    """collect_calls/v1 rows of one (algorithm, executor) -> model_calls/v1 rows (see the module docstring)."""
+    need = ["dataset", "problem_id", "attempt", "role", "phase", "tokens_in", "tokens_out", "kv_len", "start_ns",
+            "end_ns"]
+    missing = [c for c in need if c not in t.schema.names]
+    if missing:
+        raise UserError(f"{path}: column '{missing[0]}' missing ({COLLECT_CALLS_TAG})")
+    by_problem: dict[tuple, list[dict]] = defaultdict(list)
+    for r in t.select(need).to_pylist():
+        by_problem[(r["dataset"], r["problem_id"])].append(r)
+    out = []
+    for (ds, prob), rs in by_problem.items():
+        rs.sort(key=lambda r: (r["start_ns"], r["end_ns"]))
+        step, groups = -1, defaultdict(list)
+        for r in rs:
+            if r["role"] == "draft" and r["phase"] == "decode" and r["attempt"] == 0:
+                step += 1
+            groups[step].append(r)
+        k = 0
+        for step, group in sorted(groups.items()):
+            backtrack = any(r["attempt"] == 2 for r in group)
+            rescue = any(r["role"] == "target" and r["phase"] == "decode" and r["attempt"] == 1 for r in group)
+            outcome = "backtrack" if backtrack else "rescue" if rescue else "accept"
+            for r in group:
+                if backtrack and r["role"] == "target" and r["attempt"] == 1:
+                    continue   # the failed rescue before a backtrack: its output is discarded
+                out.append(dict(dataset=ds, problem=str(prob), step_idx=step, call_idx=k, role=r["role"],
+                                phase=r["phase"], tokens_in=r["tokens_in"], tokens_out=r["tokens_out"],
+                                kv_len=r["kv_len"], outcome=outcome, wall_ms=(r["end_ns"] - r["start_ns"]) / 1e6))
+                k += 1
+    return pa.Table.from_pylist(out, schema=CALLS_SCHEMA)
+
+
+# ----------------------------------------------------------------------------- the measured profile
+def fit_table(calls: dict, run: str = "") -> pa.Table:
+    """Fit on the sequential executor's calls (every trace set), else on everything there is."""
+    seq = [t for (ts, ex), t in calls.items() if ex == "sequential"] or list(calls.values())
+    return fit_calls(pa.concat_tables(seq), run)
+
+
+def measured_profile(cfg: Any, paths: RunPaths) -> MeasuredProfile:
+    """The run's measured profile: its saved fit, else fitted now from its collect traces."""
+    if paths.replay_fit.exists():
+        return MeasuredProfile.from_fit(read_fit(paths.replay_fit))
+    calls, _ = find_traces(paths.collect_root, list(cfg.replay.validate_schedules))
+    return MeasuredProfile.from_fit(fit_table(calls))
+
+
+# ----------------------------------------------------------------------------- validation
+def validate(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
+    """Fit, replay each executor's problems, compare with their measured latency; print and write the errors."""
+    from heterospec.cli import format_table
+    from heterospec.config import compose_config
+    from heterospec.replay.des import problems_from_steps, simulate
+    from heterospec.replay.schedules import get_schedule
+
+    executors = list(cfg.replay.validate_schedules)
+    scheds = {e: get_schedule(e) for e in executors}
+    calls, latency = find_traces(paths.collect_root, executors)
+    fit = fit_table(calls, cfg.name)
+    write_fit(fit, paths.replay_fit)
+    print(format_table(["role", "phase", "calls", "r2", "mape", "coefficients (ms)"],
+                       [(r["role"], r["phase"], r["calls"], r["r2"], r["mape"],
+                         ", ".join(f"{f}: {c:.4g}" for f, c in zip(r["features"], r["coefficients"])))
+                        for r in fit.to_pylist()]))
+    prof = MeasuredProfile.from_fit(fit)
+    sysname = cfg.replay.validate_system
+    system = cfg.system if cfg.system.name == sysname else compose_config([*overrides, f"system={sysname}"]).system
+    rows = []
+    for (ts, ex), t in sorted(calls.items()):
+        if ex != "sequential":
+            continue   # steps come from the sequential run; every executor reasons identically (greedy)
+        seq_wall: dict[tuple, float] = defaultdict(float)
+        for r in t.select(["dataset", "problem", "wall_ms"]).to_pylist():
+            seq_wall[(r["dataset"], r["problem"])] += r["wall_ms"] or 0.0
+        probs = problems_from_steps(steps_from_calls(t, ts))
+        for e in executors:
+            meas = {p.problem: latency.get((ts, e, p.dataset, p.problem),
+                                           seq_wall[(p.dataset, p.problem)] if e == "sequential" else None)
+                    for p in probs}
+            have = [p for p in probs if meas[p.problem]]
+            if not have:
+                print(f"[replay validate] {ts}/{e}: no measured per-problem latency (no {COLLECT_PROBLEMS_TAG} "
+                      f"table for it); skipped")
+                continue
+            pred = simulate(have, [system], [scheds[e]], prof, cfg.replay.engine)
+            for p, r in zip(have, pred.select(["latency_ms"]).to_pylist()):
+                m = meas[p.problem]
+                rows.append(dict(run=cfg.name, trace_set=ts, dataset=p.dataset, problem=p.problem, executor=e,
+                                 system=str(system.name), measured_ms=m, predicted_ms=r["latency_ms"],
+                                 rel_error=(r["latency_ms"] - m) / m))
+    table = pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)
+    write_parquet(table, paths.replay_validation, VALIDATION_SCHEMA)
+    summary = defaultdict(list)
+    for r in rows:
+        summary[(r["trace_set"], r["executor"])].append(r)
+    out = []
+    for (ts, e), rs in sorted(summary.items()):
+        mae = sum(abs(r["rel_error"]) for r in rs) / len(rs)
+        out.append((ts, e, len(rs), sum(r["measured_ms"] for r in rs) / len(rs),
+                    sum(r["predicted_ms"] for r in rs) / len(rs), 100 * mae,
+                    "yes" if mae <= MAE_BAR else "NO"))
+    print(format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "within_10pct"],
+                       out))
+    print(f"[replay validate] {len(rows)} problem comparisons on {system.name} -> {paths.replay_validation}")
+    return table
