@@ -18,6 +18,10 @@ from heterospec.errors import UserError
 TABLES: dict[str, str] = {
     "evaluations": "results/*/evaluate/*/*.parquet",
     "model_quality": "results/*/models/quality.parquet",
+    "replay_results": "results/*/replay/results.parquet",
+    "replay_artifact": "results/*/replay/artifact.parquet",
+    "replay_validation": "results/*/replay/validation.parquet",
+    "measured_fit": "results/*/replay/measured_fit.parquet",
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -29,6 +33,62 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(avg(output_tokens), 1) AS mean_output_tokens,
                round(sum(wall_s), 1) AS wall_s
         FROM evaluations GROUP BY ALL ORDER BY run, dataset, method"""),
+    # replay: one row per trace set x dataset x latency profile x system x schedule
+    "replay_summary": (("replay_results",), """
+        SELECT run, trace_set, dataset, profile, system, schedule, count(*) AS problems,
+               sum(backtracks) AS backtracks,
+               round(avg(latency_ms) / 1e3, 3) AS latency_s,
+               round(1e3 * sum(accepted_tokens) / sum(latency_ms), 2) AS goodput_tok_s,
+               round(sum(energy_j) / sum(accepted_tokens), 3) AS j_per_token,
+               round(1e3 * sum(energy_j) / sum(latency_ms), 1) AS system_power_w,
+               round(100 * sum(stall_ms) / sum(latency_ms), 2) AS stall_pct,
+               round(100 * sum(comm_ms) / sum(latency_ms), 4) AS comm_pct,
+               round(100 * sum(discarded_energy_j) / sum(energy_j), 2) AS discarded_energy_pct,
+               round(100 * sum(speculation_waste_j) / sum(energy_j), 2) AS speculation_waste_pct,
+               round(sum(lower_bound_ms) / sum(latency_ms), 3) AS efficiency
+        FROM replay_results GROUP BY ALL ORDER BY ALL"""),
+    # the paper's Figure 8: 3-GPU baseline, T2 on GPUs, FPGA+GPU (T1+T2): latency, goodput, energy
+    "replay_figure8": (("replay_results",), """
+        SELECT s.run, s.trace_set, s.dataset, s.profile,
+               CASE WHEN s.schedule = 'sequential' THEN '3-GPU' WHEN s.schedule = 'step_ahead' THEN 'T2 on GPUs'
+                    ELSE 'FPGA+GPU (T1+T2)' END AS design,
+               s.system, s.schedule, s.problems, s.latency_s, s.goodput_tok_s, s.j_per_token, s.system_power_w,
+               round(b.latency_s / s.latency_s, 3) AS speedup_vs_3gpu,
+               round(b.j_per_token / s.j_per_token, 3) AS energy_efficiency_vs_3gpu
+        FROM replay_summary s JOIN replay_summary b
+          ON b.run = s.run AND b.trace_set = s.trace_set AND b.dataset = s.dataset AND b.profile = s.profile
+         AND b.system = 'gpu3' AND b.schedule = 'sequential'
+        WHERE (s.system = 'gpu3' AND s.schedule IN ('sequential', 'step_ahead'))
+           OR (s.system <> 'gpu3' AND s.schedule = 'hetero')
+        ORDER BY s.run, s.trace_set, s.dataset, s.profile, speedup_vs_3gpu"""),
+    # the paper's Figure 10: ablation baseline, +T2, +T1, on traces with and without backtracking
+    "replay_figure10": (("replay_results",), """
+        SELECT run, dataset, profile, trace_set,
+               max(backtracks) OVER (PARTITION BY run, trace_set) > 0 AS backtracking,
+               CASE WHEN schedule = 'sequential' THEN 'baseline' WHEN schedule = 'step_ahead' THEN '+T2'
+                    ELSE '+T1' END AS technique,
+               system, latency_s,
+               round(first_value(latency_s) OVER (PARTITION BY run, dataset, profile, trace_set
+                                                  ORDER BY schedule <> 'sequential') / latency_s, 3) AS speedup
+        FROM replay_summary
+        WHERE (system = 'gpu3' AND schedule IN ('sequential', 'step_ahead'))
+           OR (system <> 'gpu3' AND schedule = 'hetero')
+        ORDER BY run, dataset, profile, backtracking DESC, speedup"""),
+    # our discrete-event replay next to the artifact's per-step formulas on the same traces and constants
+    "replay_vs_artifact": (("replay_results", "replay_artifact"), """
+        SELECT s.run, s.trace_set, s.dataset, s.profile, s.system, s.schedule, s.problems,
+               a.latency_s AS artifact_latency_s, s.latency_s AS des_latency_s,
+               round(100 * (s.latency_s - a.latency_s) / a.latency_s, 2) AS des_vs_artifact_pct
+        FROM replay_summary s JOIN
+             (SELECT run, trace_set, dataset, profile, round(avg(latency_ms) / 1e3, 3) AS latency_s
+              FROM replay_artifact GROUP BY ALL) a
+          ON a.run = s.run AND a.trace_set = s.trace_set AND a.dataset = s.dataset AND a.profile = s.profile
+        ORDER BY ALL"""),
+    "replay_validation_summary": (("replay_validation",), """
+        SELECT run, trace_set, executor, system, count(*) AS problems,
+               round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
+               round(100 * avg(abs(rel_error)), 2) AS mae_pct
+        FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
 }
 
 
