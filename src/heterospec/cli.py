@@ -4,6 +4,7 @@
     heterospec config experiment=ci               print a run's resolved config
     heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
     heterospec views                              list the catalogue's views and their columns
+    heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
 """
 from __future__ import annotations
 
@@ -92,8 +93,20 @@ def main(argv: list[str]) -> None:
     m.add_argument("--recompute", action="store_true", help="recompute even if the report exists")
     m.set_defaults(func=_models)
 
+    r = sub.add_parser("replay", help="trace replay: import | run | validate (python -m heterospec.replay)",
+                       add_help=False)
+    r.add_argument("args", nargs=argparse.REMAINDER)
+    r.set_defaults(func=lambda a: _replay_main(a.args))
+
+    if argv[:1] == ["replay"]:   # its own parser, flags included (argparse's REMAINDER drops a leading --flag)
+        return _replay_main(argv[1:])
     args = p.parse_args(argv)
     args.func(args)
+
+
+def _replay_main(argv: list[str]) -> None:
+    from heterospec.replay.__main__ import main as replay_main
+    replay_main(argv)
 
 
 def entry() -> None:
