@@ -20,6 +20,7 @@ rule aggregate:
     input:
         evaluations(),
         quality_report(),
+        replay_outputs(),
     output:
         DUCKDB_FILE,
     log:

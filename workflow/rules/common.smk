@@ -2,6 +2,7 @@
 import hashlib
 import shlex
 import sys
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -82,12 +83,40 @@ def quality_report():
     return [str(PATHS.model_quality)] if len(TRAINED) == len(ROLES) else []
 
 
+REPLAY_TRACES = Path(CFG.replay.traces)
+if not REPLAY_TRACES.is_dir():
+    print(f"heterospec: replay of the artifact traces skipped: {REPLAY_TRACES} not found "
+          "(set HETEROSPEC_ARTIFACT to a HeteroReason checkout)", file=sys.stderr)
+
+
+def replay_outputs():
+    """The replay of the artifact's traces, when a checkout of the artifact is configured."""
+    return [str(PATHS.replay_results), str(PATHS.replay_artifact)] if REPLAY_TRACES.is_dir() else []
+
+
+def replay_trace_files(wildcards):
+    return sorted(str(p) for p in (REPLAY_TRACES / wildcards.trace_set).rglob("*.json"))
+
+
+def replay_inputs(wildcards):
+    inputs = [str(PATHS.replay_events(ts)) for ts in CFG.replay.trace_sets]
+    if "hls" in CFG.replay.profiles:
+        inputs.append(str(PATHS.hls_perf))
+    return inputs
+
+
+def replay_spec(wildcards):
+    systems = [compose_config([*OVERRIDES, f"system={s}"]).system for s in CFG.replay.systems]
+    return digest(CFG.replay, CFG.models, *systems)
+
+
 def run_outputs():
-    return [str(PATHS.config), *evaluations(), *quality_report(), str(DUCKDB_FILE)]
+    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), str(DUCKDB_FILE)]
 
 
 wildcard_constraints:
     role="draft|prm|target",
     method="|".join(EVAL_METHODS),
     dataset=r"[A-Za-z0-9_]+",
+    trace_set=r"[A-Za-z0-9_.-]+",
 

@@ -6,7 +6,9 @@ of ``kv + n`` tokens, and computes ``2 * matmul_params`` FLOPs per token plus at
     pass(kv, n) = max(bytes / bandwidth, FLOPs / peak) + call_overhead
 
 Decode is one pass per token (memory-bound at batch 1); prefill, PRM scoring and the target's re-read of its
-context are one pass over many tokens (compute-bound). Per-token sums are in closed form: bytes and FLOPs are both
+context are one pass over many tokens (compute-bound). Precision: the role's dtype, or int8 for a W8A8 export
+(``quantized``); a draft on an FPGA is always the W8A8 design (the HLS kernel is int8), and T1's prefill of the
+draft's prompt on the target GPU runs the draft's own dtype. Per-token sums are in closed form: bytes and FLOPs are both
 linear in the context length, so their maximum switches side at most once.
 """
 from __future__ import annotations
@@ -107,18 +109,16 @@ class RooflineProfile(LatencyProfile):
             if hw is None:
                 raise UserError(f"system '{_get(system, 'name')}' has no {role} device")
             shape = model_shape(role, models[role], (checkpoints or {}).get(role))
-            prec = precision(role, models[role])
             kind = str(_get(hw, "kind") or "gpu")
+            prec = "int8" if (role == "draft" and kind == "fpga") else precision(role, models[role])
             self.shapes[role] = shape
             self.devices[role] = Roofline.of(shape, prec, hw, over.get(kind, 0.0), role)
             if role == "draft":
                 self.draft_kv_bytes_per_token = shape.kv_bytes_per_token(prec)
-                draft_shape, draft_prec = shape, prec
-        # T1's disaggregated prefill: the draft model's prompt prefill on the target's GPU (its precision there:
-        # 16-bit; a W8A8 export is an FPGA format)
+                draft_shape = shape
+        # T1's disaggregated prefill: the draft model's prompt prefill on the target's GPU, in the draft's own dtype
         tgt_hw = _get(system, "target")
-        gpu_prec = draft_prec if draft_prec in (_get(tgt_hw, "peak_tflops") or {}) else "fp16"
-        self.draft_on_target = Roofline.of(draft_shape, gpu_prec, tgt_hw,
+        self.draft_on_target = Roofline.of(draft_shape, precision("draft", models["draft"]), tgt_hw,
                                            over.get(str(_get(tgt_hw, "kind") or "gpu"), 0.0), "draft's prefill")
 
     def draft_decode(self, kv: int, n: int) -> float:

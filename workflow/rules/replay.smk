@@ -1,0 +1,40 @@
+# replay: the HeteroReason artifact's published traces (paths.heteroreason_ae), imported per trace set and replayed
+# on modelled systems: conf/replay's systems x schedules x latency profiles, plus the artifact's own formulas.
+
+
+rule replay_import:
+    input:
+        replay_trace_files,
+    output:
+        events=PATHS.replay_events("{trace_set}"),
+        target_events=PATHS.replay_target_events("{trace_set}"),
+    params:
+        spec=digest(CFG.replay.traces, CFG.replay.datasets, CFG.replay.format),
+        hydra=HYDRA,
+    log:
+        PATHS.log("replay_import_{trace_set}"),
+    benchmark:
+        PATHS.benchmark("replay_import_{trace_set}")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.replay import --trace-set {wildcards.trace_set} {params.hydra} 2>&1 | tee {log}"
+
+
+rule replay:
+    input:
+        replay_inputs,
+    output:
+        results=PATHS.replay_results,
+        artifact=PATHS.replay_artifact,
+    params:
+        spec=replay_spec,
+        hydra=HYDRA,
+    log:
+        PATHS.log("replay"),
+    benchmark:
+        PATHS.benchmark("replay")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.replay run {params.hydra} 2>&1 | tee {log}"
