@@ -13,6 +13,7 @@ ids, so the tiny checkpoints load through the same ``from_pretrained`` call as r
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
@@ -48,3 +49,25 @@ def save_tokenizer(out_dir: str | Path) -> PreTrainedTokenizerFast:
     tok = build_tokenizer()
     tok.save_pretrained(str(out_dir))
     return tok
+
+
+def char_encoder(tokenizer) -> Callable[[str], list[int]]:
+    """A fast ``text -> ids`` (no bos) for training batches, equal to ``tokenizer(text, add_special_tokens=False)``.
+
+    A dict lookup per character instead of the full tokenizer pipeline: data preparation was
+    ~10 % of a tiny model's training step.
+    """
+    table = {c: tokenizer.convert_tokens_to_ids(_byte_symbol(ord(c))) for c in CHARS}
+    step_id = tokenizer.convert_tokens_to_ids(STEP)
+
+    def encode(text: str) -> list[int]:
+        ids: list[int] = []
+        for i, piece in enumerate(text.split(STEP)):
+            if i:
+                ids.append(step_id)
+            ids.extend(table[c] for c in piece)
+        return ids
+
+    probe = "a=1,b=2. Find c.\n\nc=a+b=1+2=3" + STEP + "\\boxed{3} (x*y/z)\t"
+    assert encode(probe) == tokenizer(probe, add_special_tokens=False)["input_ids"], "tokenizer is not character-level"
+    return encode

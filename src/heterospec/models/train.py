@@ -22,7 +22,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
 
 from heterospec.errors import UserError
-from heterospec.models.tokenizer import STEP, build_tokenizer
+from heterospec.models.tokenizer import STEP, build_tokenizer, char_encoder
 from heterospec.tasks.synthetic import Problem, corrupt_step, format_prompt, training_stream
 
 ROLES = ("draft", "prm", "target")
@@ -52,10 +52,10 @@ def qwen2_config(arch: Any, tokenizer, role: str) -> Qwen2Config:
 
 
 # ----------------------------------------------------------------------------- batches
-def lm_example(tokenizer, p: Problem) -> tuple[list[int], list[int]]:
+def lm_example(tokenizer, encode, p: Problem) -> tuple[list[int], list[int]]:
     """(input_ids, labels) of bos + prompt + solution + eos; the prompt is not a target."""
-    prompt = tokenizer(format_prompt(p.question))["input_ids"]  # with bos
-    sol = tokenizer(p.solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    prompt = [tokenizer.bos_token_id] + encode(format_prompt(p.question))
+    sol = encode(p.solution) + [tokenizer.eos_token_id]
     return prompt + sol, [IGNORE] * len(prompt) + sol
 
 
@@ -64,7 +64,7 @@ def prm_text(question: str, steps: list[str]) -> str:
     return format_prompt(question) + "".join(s + STEP for s in steps)
 
 
-def prm_example(tokenizer, p: Problem, rng: random.Random, neg_frac: float,
+def prm_example(tokenizer, encode, p: Problem, rng: random.Random, neg_frac: float,
                 dense: bool) -> tuple[list[int], list[int]]:
     """A labelled PRM sequence: the correct steps, or a correct prefix then one corrupted step.
 
@@ -79,9 +79,9 @@ def prm_example(tokenizer, p: Problem, rng: random.Random, neg_frac: float,
         k = rng.randrange(len(p.steps))
         steps = p.steps[:k] + [corrupt_step(p, p.steps[:k], p.steps[k], rng)]
         labels = [1] * k + [0]
-    ids = tokenizer(prm_text(p.question, steps))["input_ids"]
+    ids = [tokenizer.bos_token_id] + encode(prm_text(p.question, steps))
     lab = [IGNORE] * len(ids)
-    pos = len(tokenizer(format_prompt(p.question))["input_ids"])
+    pos = 1 + len(format_prompt(p.question))
     for step, good, y in zip(steps, p.steps, labels):
         if dense:  # one token per character: the step's characters are ids[pos : pos + len(step)]
             ok = True
@@ -111,11 +111,12 @@ def batches(tokenizer, gen: Any, role: str, train: Any) -> Iterator[dict[str, to
     stream = training_stream(gen, int(gen.train_seed) * 1000 + int(train.seed))
     rng = random.Random(int(train.seed) + 7)
     neg_frac, dense = float(train.prm_neg_frac), bool(train.prm_dense_labels)
+    encode = char_encoder(tokenizer)
     while True:
         if role == "prm":
-            ex = [prm_example(tokenizer, next(stream), rng, neg_frac, dense) for _ in range(train.batch_size)]
+            ex = [prm_example(tokenizer, encode, next(stream), rng, neg_frac, dense) for _ in range(train.batch_size)]
         else:
-            ex = [lm_example(tokenizer, next(stream)) for _ in range(train.batch_size)]
+            ex = [lm_example(tokenizer, encode, next(stream)) for _ in range(train.batch_size)]
         yield collate(ex, tokenizer.pad_token_id)
 
 
@@ -126,6 +127,25 @@ def lr_at(step: int, train: Any) -> float:
         return train.lr * (step + 1) / train.warmup
     t = (step - train.warmup) / max(1, train.steps - train.warmup)
     return train.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def _prm_loss(model, batch: dict[str, torch.Tensor], lm_weight: float) -> torch.Tensor:
+    """Step-label cross-entropy, plus next-token loss on the correct text through the tied embeddings.
+
+    The auxiliary LM loss teaches the backbone to look values up and add them (what a real
+    PRM inherits from the LM it is fine-tuned from); the head then only has to compare. It
+    needs no extra weights, so the saved model is a plain Qwen2ForTokenClassification.
+    """
+    ids, lab = batch["input_ids"], batch["labels"]
+    h = model.model(input_ids=ids, attention_mask=batch["attention_mask"]).last_hidden_state  # [B, T, H]
+    loss = torch.nn.functional.cross_entropy(model.score(h).flatten(0, 1), lab.flatten(), ignore_index=IGNORE)
+    if lm_weight > 0:
+        # predict token t+1 from position t wherever token t+1 is labelled right (correct prefix chars, separators)
+        tgt = torch.where(lab[:, 1:] == 1, ids[:, 1:], torch.full_like(ids[:, 1:], IGNORE))  # [B, T-1]
+        lm_logits = h[:, :-1] @ model.model.embed_tokens.weight.T                          # [B, T-1, V]
+        loss = loss + lm_weight * torch.nn.functional.cross_entropy(
+            lm_logits.flatten(0, 1), tgt.flatten(), ignore_index=IGNORE)
+    return loss
 
 
 def _fmt_s(s: float) -> str:
@@ -173,12 +193,13 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
         batch = next(data)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, train)
-        out = model(**batch)
-        out.loss.backward()
+        loss_t = (_prm_loss(model, batch, float(train.prm_lm_weight)) if role == "prm"
+                  else model(**batch).loss)
+        loss_t.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        loss = out.loss.item()
+        loss = loss_t.item()
         loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
         tokens += int(batch["attention_mask"].sum())
         if (step + 1) % train.log_every == 0 or step + 1 == train.steps:
