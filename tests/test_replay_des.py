@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from heterospec.errors import UserError
 from heterospec.replay.des import (Ctx, Problem, RESULTS_SCHEMA, SystemParams, problems_from_steps, simulate,
                                    simulate_problem)
-from heterospec.replay.profiles import get_profile
+from heterospec.replay.profiles import LatencyProfile, get_profile
 from heterospec.replay.schedules import get_schedule, schedule_names
 from heterospec.replay.steps import CALLS_SCHEMA, STEPS_SCHEMA, steps_from_calls, steps_from_events
 
@@ -62,8 +62,44 @@ def test_invariants(prob):
     seq = res["sequential"]["latency_ms"]
     assert res["step_ahead"]["latency_ms"] <= seq + 1e-9
     assert res["prefetch_only"]["latency_ms"] <= seq + 1e-9
-    # sequential has nothing to overlap: the lower bound is the latency
+    # sequential has nothing to overlap: the lower bound is the latency; it speculates nothing
     assert res["sequential"]["efficiency"] == pytest.approx(1.0)
+    assert res["sequential"]["speculation_waste_j"] == 0.0
+    for m in res.values():
+        assert 0.0 <= m["speculation_waste_j"] <= m["discarded_energy_j"] + 1e-12 <= m["energy_j"] + 1e-9
+
+
+class InstantDraft(LatencyProfile):
+    """The paper_v12 profile with a draft that takes no time and no state to migrate; all else equal."""
+    name = "instant_draft"
+
+    def __init__(self, base):
+        self.base = base
+
+    def draft_decode(self, kv, n):
+        return 0.0
+
+    def draft_prefill(self, kv, n):
+        return 0.0
+
+    def prm_score(self, n):
+        return self.base.prm_score(n)
+
+    def target_prefill(self, kv):
+        return self.base.target_prefill(kv)
+
+    def target_decode(self, kv, g):
+        return self.base.target_decode(kv, g)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prob=problems())
+def test_hetero_with_an_infinitely_fast_draft_is_no_slower_than_step_ahead(prob):
+    ctx = Ctx(InstantDraft(get_profile("paper_v12")), system())
+    hetero = simulate_problem(prob, "hetero", ctx)[0]
+    step_ahead = simulate_problem(prob, "step_ahead", ctx)[0]
+    assert hetero["latency_ms"] <= step_ahead["latency_ms"] + 1e-9
+    assert hetero["accepted_tokens"] == step_ahead["accepted_tokens"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

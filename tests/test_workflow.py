@@ -12,14 +12,28 @@ import sys
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
 
 
+ARTIFACT = DATASETS.parent / "heteroreason_ae"
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_dry_run_every_experiment(experiment, tmp_path):
     if experiment.startswith("paper") and not DATASETS.exists():
         pytest.skip(f"benchmarks not found at {DATASETS}")
+    if experiment == "artifact_replay" and not ARTIFACT.exists():
+        pytest.skip(f"HeteroReason artifact not found at {ARTIFACT}")
     r = snakemake("-n", "--directory", str(tmp_path), "--config", f"experiment={experiment}",
-                  env={"HETEROSPEC_DATASETS": str(DATASETS)})
+                  env={"HETEROSPEC_DATASETS": str(DATASETS), "HETEROSPEC_ARTIFACT": str(ARTIFACT)})
     assert r.returncode == 0, r.stderr[-2000:]
-    assert f"results/{experiment}/evaluate/" in r.stdout + r.stderr
+    stage = "replay" if experiment == "artifact_replay" else "evaluate"
+    assert f"results/{experiment}/{stage}/" in r.stdout + r.stderr
+
+
+def test_default_run_without_the_artifact_says_replay_is_skipped(tmp_path):
+    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci",
+                  env={"HETEROSPEC_ARTIFACT": str(tmp_path / "absent")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    notice = [ln for ln in r.stderr.splitlines() if "replay of the artifact traces skipped" in ln]
+    assert len(notice) == 1 and "replay/results.parquet" not in r.stdout
 
 
 def test_lint_is_clean():

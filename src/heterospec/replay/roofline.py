@@ -13,6 +13,7 @@ linear in the context length, so their maximum switches side at most once.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +68,13 @@ class Roofline:
         total = n * self.overhead_ms
         if b1 == b2:
             return total + _linsum(max(a1, a2), b1, lo, hi)
-        cross = (a2 - a1) / (b1 - b2)   # memory term >= compute term on one side of this context length
+        try:   # the context length where memory and compute time are equal
+            cross = (a2 - a1) / (b1 - b2)
+        except OverflowError:
+            cross = math.inf if (a2 - a1) * (b1 - b2) > 0 else -math.inf
         mem_above = b1 > b2
-        split = min(hi, max(lo - 1, int(cross // 1)))   # contexts lo..split on the low side, split+1..hi high
+        # contexts lo..split lie on the low side, split+1..hi on the high side
+        split = lo - 1 if cross < lo else hi if cross >= hi else int(cross)
         low_mem, high_mem = (not mem_above), mem_above
         total += _linsum(a1 if low_mem else a2, b1 if low_mem else b2, lo, split)
         total += _linsum(a1 if high_mem else a2, b1 if high_mem else b2, split + 1, hi)
