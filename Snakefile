@@ -13,6 +13,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/replay.smk"
+include: "workflow/rules/collect.smk"
 include: "workflow/rules/aggregate.smk"
 
 

@@ -34,6 +34,16 @@ class RunPaths:
     def evaluation(self, dataset: str, method: str) -> Path:
         return self.root / "evaluate" / dataset / f"{method}.parquet"
 
+    def collect_dir(self, dataset: str, algorithm: str, executor: str) -> Path:
+        return self.root / "collect" / dataset / algorithm / executor
+
+    def collect_shard(self, dataset: str, algorithm: str, executor: str, shard: str, table: str) -> Path:
+        """One shard's table; ``shard`` reads ``<i>of<n>``. Its resume journal sits beside it."""
+        return self.collect_dir(dataset, algorithm, executor) / f"shard-{shard}" / f"{table}.parquet"
+
+    def collect_table(self, dataset: str, algorithm: str, executor: str, table: str) -> Path:
+        return self.collect_dir(dataset, algorithm, executor) / f"{table}.parquet"
+
     # replay: imported artifact traces per trace set, the simulator's results, the artifact formulas' results
     def replay_events(self, trace_set: str) -> Path:
         return self.root / "replay" / "import" / trace_set / "events.parquet"
@@ -65,6 +75,37 @@ class RunPaths:
     def hls_perf(self) -> Path:
         """The HLS stage's per-token latency table (read by the replay's ``hls`` profile)."""
         return self.root / "hls" / "perf.parquet"
+
+    # quantize: the W8A8 draft export (a folder; its manifest is written last) and its quality report
+    @property
+    def quantized_draft(self) -> Path:
+        return self.root / "quantize" / "draft" / "quantized.json"
+
+    @property
+    def quantize_quality(self) -> Path:
+        return self.root / "quantize" / "quality.parquet"
+
+    # hls: per board the generated kernel and its C simulation; the models; the KVMU RTL
+    def hls_codegen(self, board: str) -> Path:
+        return self.root / "hls" / board / "src" / "kernel.json"
+
+    def hls_csim(self, board: str) -> Path:
+        return self.root / "hls" / board / "csim.parquet"
+
+    def hls_vendor(self, board: str) -> Path:
+        return self.root / "hls" / board / "vendor.json"
+
+    @property
+    def hls_resources(self) -> Path:
+        return self.root / "hls" / "resources.parquet"
+
+    @property
+    def hls_breakdown(self) -> Path:
+        return self.root / "hls" / "breakdown.parquet"
+
+    @property
+    def kvmu_synth(self) -> Path:
+        return self.root / "hls" / "kvmu" / "synth.parquet"
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"

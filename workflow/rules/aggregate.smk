@@ -21,6 +21,7 @@ rule aggregate:
         evaluations(),
         quality_report(),
         replay_outputs(),
+        collections(),
     output:
         DUCKDB_FILE,
     log:

@@ -74,6 +74,40 @@ def eval_spec(wildcards):
     return digest(ds, CFG.eval_limit, CFG.eval_max_new_tokens, CFG.models.prompt)
 
 
+GPUS = 3 if any(str(d).startswith("cuda") for d in CFG.system.torch_devices.values()) else 0
+
+
+def collect_inputs(wildcards):
+    inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ROLES]}
+    ds = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}"]).dataset
+    if ds.kind != "synthetic":
+        inputs["data"] = ds.path
+    return inputs
+
+
+def collect_spec(wildcards):
+    cfg = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}", f"algorithm={wildcards.algorithm}"])
+    return digest(cfg.dataset, cfg.algorithm, cfg.models, cfg.system.torch_devices, cfg.collect)
+
+
+def collect_shards(wildcards):
+    n = CFG.collect.shards
+    return [
+        str(PATHS.collect_shard(wildcards.dataset, wildcards.algorithm, wildcards.executor, f"{i}of{n}", t))
+        for i in range(n)
+        for t in ("calls", "problems", "kvmu")
+    ]
+
+
+def collections():
+    return [
+        str(PATHS.collect_table(d, a, e, "problems"))
+        for d in CFG.datasets
+        for a in CFG.collect.algorithms
+        for e in CFG.collect.executors
+    ]
+
+
 def evaluations():
     return [str(PATHS.evaluation(d, m)) for d in CFG.datasets for m in EVAL_METHODS]
 
@@ -111,7 +145,7 @@ def replay_spec(wildcards):
 
 
 def run_outputs():
-    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), str(DUCKDB_FILE)]
+    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), *collections(), str(DUCKDB_FILE)]
 
 
 wildcard_constraints:
@@ -119,4 +153,7 @@ wildcard_constraints:
     method="|".join(EVAL_METHODS),
     dataset=r"[A-Za-z0-9_]+",
     trace_set=r"[A-Za-z0-9_.-]+",
+    algorithm=r"[A-Za-z0-9_]+",
+    executor="sequential|step_ahead",
+    shard=r"\d+of\d+",
 

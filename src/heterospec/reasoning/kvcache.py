@@ -94,10 +94,11 @@ class KVMU:
         self.current = self.step_ahead = length
         self._record(INIT, why)
 
-    def speculate(self, length: int, ahead: bool) -> None:
-        """The local sampler extended the cache to ``length`` (``ahead``: past an unverified step)."""
-        self.current = length
-        self.step_ahead = length if ahead else self.step_ahead
+    def speculate(self, start: int, length: int, ahead: bool) -> None:
+        """The local sampler wrote tokens ``start..length``; ``ahead``: after a step still being verified,
+        which then ends at ``current`` while ``step_ahead`` marks the end of the step drafted ahead."""
+        self.current = start if ahead else length
+        self.step_ahead = length
         self._record(SPECULATION, "step_ahead" if ahead else "draft")
 
     def accept(self, length: int, why: str = "prm") -> None:

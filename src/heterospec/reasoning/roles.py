@@ -104,7 +104,7 @@ class StepWriter:
         calls.append(Call("decode", max(0, len(tokens) - 1), len(tokens), kv1, t1, time.perf_counter_ns()))
         self.written = list(context) + tokens
         if self.kvmu is not None:
-            self.kvmu.speculate(len(self.written), ahead=valid < len(context))
+            self.kvmu.speculate(len(context), len(self.written), ahead=valid < len(context))
         if eos or not tokens:
             text = self.tokenizer.decode(prior + tokens, skip_special_tokens=True)
         return Step(prior + tokens, text, complete, eos, calls)
@@ -117,10 +117,10 @@ class StepWriter:
         k = self.kvmu
         if keep < k.current:
             k.rollback(keep, "backtrack" if keep < k.valid else "reject")
-        if valid > k.valid:
-            k.accept(valid, "prm" if keep >= valid else "shadow_sync")
         if len(context) > keep:
             k.initialise(len(context), "prompt" if keep == 0 else ("shadow_sync" if valid >= len(context) else "host"))
+        if valid > k.valid:
+            k.accept(valid, "prm" if keep >= valid else "shadow_sync")
 
     @property
     def processed(self) -> int:

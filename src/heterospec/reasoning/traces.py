@@ -12,6 +12,7 @@ from heterospec.store import versioned
 
 _RUN = [
     pa.field("run", pa.string()),
+    pa.field("models", pa.string()),         # models config name (tiny, config1, ...)
     pa.field("dataset", pa.string()),
     pa.field("algorithm", pa.string()),      # rsd | brsd
     pa.field("executor", pa.string()),       # sequential | step_ahead

@@ -122,12 +122,25 @@ class Handle:
         return self._done or self.role._ready(self.req_id)
 
 
+_CTX = None
+
+
+def _context():
+    """A forkserver that has imported torch and transformers once, so workers start in a moment."""
+    global _CTX
+    if _CTX is None:
+        _CTX = mp.get_context("forkserver")
+        _CTX.set_forkserver_preload(["torch", "transformers", "heterospec.reasoning.roles",
+                                     "heterospec.models.loading"])
+    return _CTX
+
+
 class ProcessRole:
     """A role served by its own worker process."""
 
     def __init__(self, spec: RoleSpec):
         check_device(spec.role, spec.device)
-        ctx = mp.get_context("spawn")
+        ctx = _context()
         self.spec, self.name = spec, spec.role
         self.cancel_value = ctx.Value("q", -1, lock=False)
         self.conn, child = ctx.Pipe()

@@ -22,6 +22,9 @@ TABLES: dict[str, str] = {
     "replay_artifact": "results/*/replay/artifact.parquet",
     "replay_validation": "results/*/replay/validation.parquet",
     "measured_fit": "results/*/replay/measured_fit.parquet",
+    "collect_problems": "results/*/collect/*/*/*/problems.parquet",
+    "collect_calls": "results/*/collect/*/*/*/calls.parquet",
+    "collect_kvmu": "results/*/collect/*/*/*/kvmu.parquet",
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -89,6 +92,34 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
                round(100 * avg(abs(rel_error)), 2) AS mae_pct
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
+    # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor)
+    "table3": (("evaluations", "collect_problems"), """
+        SELECT run, models, dataset, method, count(*) AS problems,
+               round(100 * avg(correct::INTEGER), 1) AS accuracy
+        FROM (SELECT run, models, dataset, method, correct FROM evaluations
+              UNION ALL
+              SELECT run, models, dataset, algorithm AS method, correct FROM collect_problems
+              WHERE executor = 'sequential')
+        GROUP BY ALL
+        ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1
+                                           WHEN 'rsd' THEN 2 WHEN 'brsd' THEN 3 ELSE 4 END"""),
+    "collect_summary": (("collect_problems",), """
+        SELECT run, models, dataset, algorithm, executor, count(*) AS problems,
+               round(100 * avg(correct::INTEGER), 1) AS accuracy,
+               round(100 * sum(target_steps) / sum(steps), 1) AS target_step_share,
+               round(avg(backtracks), 2) AS mean_backtracks,
+               round(sum(draft_processed) / sum(draft_tokens + draft_ingested), 4) AS draft_kv_reuse_ratio,
+               round(avg(latency_s), 4) AS mean_latency_s
+        FROM collect_problems GROUP BY ALL ORDER BY run, dataset, algorithm, executor"""),
+    # measured speedup of the step-ahead executor over the sequential baseline on the same problems
+    "step_ahead_speedup": (("collect_problems",), """
+        SELECT s.run, s.dataset, s.algorithm, count(*) AS problems,
+               round(sum(s.latency_s) / sum(a.latency_s), 3) AS speedup,
+               round(100 * avg((s.output = a.output)::INTEGER), 1) AS identical_outputs_pct
+        FROM collect_problems s JOIN collect_problems a
+          ON s.run = a.run AND s.dataset = a.dataset AND s.algorithm = a.algorithm
+         AND s.problem_id = a.problem_id AND s.executor = 'sequential' AND a.executor = 'step_ahead'
+        GROUP BY ALL ORDER BY s.run, s.dataset, s.algorithm"""),
 }
 
 

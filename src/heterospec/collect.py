@@ -1,0 +1,121 @@
+"""The ``collect`` stage: RSD / BRSD on a problem range, every model call traced.
+
+    python -m heterospec.collect run --dataset synthetic --algorithm brsd --executor step_ahead \\
+        --shard 0of1 experiment=ci
+    python -m heterospec.collect merge --dataset synthetic --algorithm brsd --executor step_ahead experiment=ci
+    heterospec collect report                      the Table III / KV-reuse / speedup summary
+
+A shard writes each finished problem to a journal (atomically) and skips journaled problems
+when restarted, so a killed run loses at most the problem in flight. ``merge`` joins the shards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+from tqdm import tqdm
+
+from heterospec import stage
+from heterospec.config import compose_config, dataset_config
+from heterospec.errors import UserError
+from heterospec.paths import ROLES, RunPaths
+from heterospec.reasoning.traces import TABLES
+from heterospec.store import read_parquet, write_parquet
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2of8"`` -> (2, 8)."""
+    try:
+        i, n = (int(x) for x in text.split("of"))
+    except ValueError:
+        raise UserError(f"--shard {text}: expected <i>of<n>, e.g. 0of4") from None
+    if not 0 <= i < n:
+        raise UserError(f"--shard {text}: need 0 <= i < n")
+    return i, n
+
+
+def shard_range(n_problems: int, shard: int, shards: int) -> range:
+    """Contiguous problem indices of one shard; shards cover every problem once."""
+    lo, hi = n_problems * shard // shards, n_problems * (shard + 1) // shards
+    return range(lo, hi)
+
+
+def _journal_write(path: Path, rows: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(rows))
+    os.replace(tmp, path)
+
+
+def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
+              shard: str, processes: bool | None = None) -> dict[str, Path]:
+    """Collect one shard; returns the paths of its three tables."""
+    from heterospec.models.stage import read_manifest
+    from heterospec.reasoning.session import Session
+    from heterospec.tasks import load_problems
+
+    i, n = parse_shard(shard)
+    alg = compose_config([*overrides, f"algorithm={algorithm}"]).algorithm
+    problems = load_problems(dataset_config(cfg, dataset, overrides), cfg.collect.limit)
+    mine = [problems[k] for k in shard_range(len(problems), i, n)]
+    out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}
+    journal = out["problems"].parent / "journal"
+    journal.mkdir(parents=True, exist_ok=True)
+    todo = [(k, p) for k, p in enumerate(mine) if not (journal / f"{k:06d}.json").exists()]
+    if len(todo) < len(mine):
+        print(f"[collect] resuming: {len(mine) - len(todo)} of {len(mine)} problems already done", file=sys.stderr)
+    if todo:
+        checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
+        use_processes = cfg.collect.processes if processes is None else processes
+        with Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role) as session:
+            ex = session.executor(executor, alg)
+            correct = 0
+            bar = tqdm(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem",
+                       file=sys.stderr, mininterval=2)
+            for k, prob in bar:
+                rows = session.run(prob, alg, executor, ex)
+                _journal_write(journal / f"{k:06d}.json", rows)
+                correct += rows["problems"][0]["correct"]
+                bar.set_postfix(acc=f"{100 * correct / (bar.n + 1):.0f}%")
+    run_fields = dict(run=cfg.name, models=cfg.models.name, dataset=dataset, algorithm=algorithm, executor=executor)
+    tables: dict[str, list[dict]] = {t: [] for t in TABLES}
+    for k in range(len(mine)):
+        rows = json.loads((journal / f"{k:06d}.json").read_text())
+        for t in TABLES:
+            tables[t].extend({**run_fields, **r} for r in rows[t])
+    for t, schema in TABLES.items():
+        write_parquet(tables[t], out[t], schema)
+    acc = 100 * sum(r["correct"] for r in tables["problems"]) / max(1, len(tables["problems"]))
+    print(f"[collect] {dataset}/{algorithm}/{executor} shard {shard}: {len(mine)} problems, {acc:.1f}% correct")
+    return out
+
+
+def merge(paths: RunPaths, dataset: str, algorithm: str, executor: str, shards: int) -> None:
+    """Join the shards of one (dataset, algorithm, executor) into its three tables."""
+    for t, schema in TABLES.items():
+        parts = [read_parquet(paths.collect_shard(dataset, algorithm, executor, f"{i}of{shards}", t), schema)
+                 for i in range(shards)]
+        write_parquet(pa.concat_tables(parts), paths.collect_table(dataset, algorithm, executor, t), schema)
+    print(f"[collect] merged {shards} shard(s) of {dataset}/{algorithm}/{executor}")
+
+
+def main(argv: list[str]) -> None:
+    p = stage.parser("python -m heterospec.collect", "Run RSD / BRSD with traces; merge shards.")
+    p.add_argument("command", choices=["run", "merge"])
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--algorithm", required=True, help="an algorithm config: rsd | brsd")
+    p.add_argument("--executor", required=True, choices=["sequential", "step_ahead"])
+    p.add_argument("--shard", default="0of1", help="run: which problem range, <i>of<n>")
+    p.add_argument("--shards", type=int, default=None, help="merge: how many shards (default collect.shards)")
+    args = stage.parse(p, argv)
+    cfg, paths = stage.compose(args)
+    if args.command == "run":
+        run_shard(cfg, paths, args.overrides, args.dataset, args.algorithm, args.executor, args.shard)
+    else:
+        merge(paths, args.dataset, args.algorithm, args.executor, args.shards or cfg.collect.shards)
+
+
+if __name__ == "__main__":
+    stage.run(main)

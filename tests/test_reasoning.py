@@ -1,0 +1,146 @@
+"""The RSD / BRSD engine on a real (ci-sized) trained trio: identical reasoning under both executors,
+KV reuse, the KVMU's log, trace tables, resumable sharded collection, and one-line errors."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import run_cmd
+from heterospec.collect import merge, run_shard, shard_range
+from heterospec.config import compose_config
+from heterospec.errors import UserError
+from heterospec.models.stage import prepare_role
+from heterospec.paths import ROLES, RunPaths
+from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
+from heterospec.reasoning.session import Session
+from heterospec.reasoning.traces import TABLES
+from heterospec.store import read_parquet
+from heterospec.tasks import load_problems
+
+OVERRIDES = ["experiment=ci", "collect.limit=6"]
+
+
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory):
+    """The ci trio, trained once for this module (about 15 s)."""
+    root = tmp_path_factory.mktemp("trio")
+    cfg = compose_config(OVERRIDES)
+    paths = RunPaths(root / "results" / "ci")
+    for role in ROLES:
+        prepare_role(cfg, paths, role, OVERRIDES, paths.model_manifest(role))
+    checkpoints = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ROLES}
+    # the ci PRM barely separates steps: put the threshold at the median of its scores so that both
+    # accept and reject (and backtrack) branches run
+    with Session(cfg, checkpoints, processes=False) as s:
+        scores = sorted(c["prm_score"] for p in load_problems(cfg.dataset, 4)
+                        for c in s.run(p, cfg.algorithm, "sequential")["calls"] if c["role"] == "prm")
+    median = scores[len(scores) // 2]
+    cfg = compose_config(OVERRIDES + [f"algorithm.threshold={median}", f"algorithm.backtrack_threshold={median}"])
+    return cfg, paths, checkpoints
+
+
+def _solve_all(session, cfg, executor, problems, alg):
+    return [session.run(p, alg, executor) for p in problems]
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["in_process", "worker_processes"])
+def test_executors_reason_identically(trio, processes):
+    cfg, _, checkpoints = trio
+    problems = load_problems(cfg.dataset, 4)
+    alg = cfg.algorithm
+    with Session(cfg, checkpoints, processes=processes) as s:
+        seq = _solve_all(s, cfg, "sequential", problems, alg)
+        ahead = _solve_all(s, cfg, "step_ahead", problems, alg)
+    for a, b in zip(seq, ahead):
+        pa_, pb = a["problems"][0], b["problems"][0]
+        assert (pa_["output"], pa_["steps"], pa_["backtracks"], pa_["target_steps"]) == \
+               (pb["output"], pb["steps"], pb["backtracks"], pb["target_steps"])
+    # the trio writes real steps and the PRM really rejects some of them
+    assert any(r["problems"][0]["target_steps"] > 0 for r in seq)
+    assert all("\n\n" in r["problems"][0]["output"] for r in seq)
+    # step-ahead overlapped something: target prefetches happened and some were cancelled
+    outcomes = {c["outcome"] for r in ahead for c in r["calls"] if c["role"] == "target"}
+    assert "cancelled" in outcomes or "prefetch_hit" in outcomes
+
+
+def test_draft_processes_each_token_once(trio):
+    cfg, _, checkpoints = trio
+    problems = load_problems(cfg.dataset, 6)
+    with Session(cfg, checkpoints, processes=False) as s:
+        rows = [r["problems"][0] for r in _solve_all(s, cfg, "sequential", problems, cfg.algorithm)]
+    processed = sum(r["draft_processed"] for r in rows)
+    denominator = sum(r["draft_tokens"] + r["draft_ingested"] for r in rows)
+    assert processed / denominator <= 1.05
+    # ingested includes the prompt and the target's steps (shadow synchronisation)
+    assert sum(r["draft_ingested"] for r in rows) >= sum(r["prompt_tokens"] for r in rows)
+
+
+def test_kvmu_logs_all_four_modes(trio):
+    cfg, _, checkpoints = trio
+    problems = load_problems(cfg.dataset, 6)
+    with Session(cfg, checkpoints, processes=False) as s:
+        logs = [r["kvmu"] for r in _solve_all(s, cfg, "step_ahead", problems, cfg.algorithm)]
+    modes = {row["mode"] for log in logs for row in log}
+    assert {INIT, SPECULATION, ACCEPT, ROLLBACK} <= modes
+    for log in logs:
+        assert log[0]["mode"] == INIT and log[0]["reason"] == "prompt"
+        for row in log:
+            assert row["valid"] <= row["current"] <= row["step_ahead"]
+
+
+def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
+    cfg, paths, _ = trio
+    monkeypatch.chdir(paths.root.parent.parent)
+    thr = cfg.algorithm.threshold
+    ov = OVERRIDES + ["collect.shards=2", f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}"]
+    cfg = compose_config(ov)
+    for shard in ("0of2", "1of2"):
+        run_shard(cfg, paths, ov, "synthetic", "brsd", "sequential", shard, processes=False)
+    journal = paths.collect_shard("synthetic", "brsd", "sequential", "1of2", "problems").parent / "journal"
+    assert len(list(journal.glob("*.json"))) == len(shard_range(6, 1, 2))
+    # a killed run: one problem's journal entry is gone; the rerun redoes only that problem
+    first = sorted(journal.glob("*.json"))[0]
+    kept = {p.name: p.stat().st_mtime_ns for p in journal.glob("*.json") if p != first}
+    first.unlink()
+    run_shard(cfg, paths, ov, "synthetic", "brsd", "sequential", "1of2", processes=False)
+    assert first.exists() and all(journal.joinpath(n).stat().st_mtime_ns == t for n, t in kept.items())
+    merge(paths, "synthetic", "brsd", "sequential", 2)
+    problems = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "problems"), TABLES["problems"])
+    calls = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "calls"), TABLES["calls"])
+    assert problems.num_rows == 6 and len(set(problems.column("problem_id").to_pylist())) == 6
+    assert set(calls.column("role").to_pylist()) == {"draft", "prm", "target"}
+    assert all(e >= s for s, e in zip(calls.column("start_ns").to_pylist(), calls.column("end_ns").to_pylist()))
+
+
+def test_missing_device_is_one_line(trio, tmp_path):
+    cfg, _, checkpoints = trio
+    cfg = compose_config(OVERRIDES + ["system.torch_devices.target=cuda:3"])
+    with pytest.raises(UserError, match=r"system.torch_devices.target=cuda:3"):
+        Session(cfg, checkpoints, processes=False)
+
+
+def test_prm_without_separator_is_one_line(trio):
+    cfg, _, checkpoints = trio
+    cfg = compose_config(OVERRIDES + ["models.prm_step_token='<nope>'"])
+    with pytest.raises(UserError, match="no step separator token '<nope>'"):
+        Session(cfg, checkpoints, processes=False)
+
+
+def test_different_tokenizers_is_one_line(trio, tmp_path):
+    cfg, _, checkpoints = trio
+    other = tmp_path / "other"
+    from heterospec.models.loading import load_causal_lm, load_tokenizer
+    tok = load_tokenizer(checkpoints["target"])
+    tok.add_tokens(["<unseen>"])
+    load_causal_lm(checkpoints["target"]).save_pretrained(other)
+    tok.save_pretrained(other)
+    with pytest.raises(UserError, match="different tokenizers"):
+        Session(cfg, {**checkpoints, "target": str(other)}, processes=False)
+
+
+def test_collect_cli_bad_shard_is_one_line(tmp_path):
+    r = run_cmd([sys.executable, "-m", "heterospec.collect", "run", "--dataset", "synthetic", "--algorithm", "rsd",
+                 "--executor", "sequential", "--shard", "3of2", "experiment=ci"], cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == "heterospec: --shard 3of2: need 0 <= i < n"

@@ -1,0 +1,43 @@
+# collect: RSD / BRSD run for real with every model call traced, sharded by problem range, then merged.
+
+
+rule collect_shard:
+    input:
+        unpack(collect_inputs),
+    output:
+        calls=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "calls"),
+        problems=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "problems"),
+        kvmu=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "kvmu"),
+    params:
+        spec=collect_spec,
+        hydra=HYDRA,
+    threads: 2
+    resources:
+        gpu=GPUS,
+    log:
+        PATHS.log("collect_{dataset}_{algorithm}_{executor}_{shard}"),
+    benchmark:
+        PATHS.benchmark("collect_{dataset}_{algorithm}_{executor}_{shard}")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.collect run --dataset {wildcards.dataset} --algorithm {wildcards.algorithm}"
+        " --executor {wildcards.executor} --shard {wildcards.shard} {params.hydra} 2>&1 | tee {log}"
+
+
+rule collect_merge:
+    input:
+        collect_shards,
+    output:
+        calls=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "calls"),
+        problems=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "problems"),
+        kvmu=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "kvmu"),
+    params:
+        hydra=HYDRA,
+    log:
+        PATHS.log("collect_{dataset}_{algorithm}_{executor}_merge"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.collect merge --dataset {wildcards.dataset} --algorithm {wildcards.algorithm}"
+        " --executor {wildcards.executor} {params.hydra} 2>&1 | tee {log}"
