@@ -185,47 +185,6 @@ class ReplayConfig:
 class QuantizeConfig:
     """W8A8 SmoothQuant-style quantisation of the draft (heterospec.quantize)."""
     alpha: float = 0.5               # smoothing strength: 0 leaves outliers in the activations, 1 moves them all to weights
-    calibration_prompts: int = 64    # synthetic problems (prompt + solution) whose activation ranges set the smoothing
-    calibration_seed: int = 777      # neither the training stream's seed nor the test set's
-    rope_positions: int = 4096       # RoPE table rows exported: the quantised draft's longest context
-    eval_problems: int = -1          # held-out problems in the quality report (-1: eval_limit, else the dataset's limit)
-    max_new_tokens: int = 96         # generation budget per problem in the quality report
-    max_accuracy_drop: float = 2.0   # bar: accuracy points the int8 draft may lose
-
-
-@dataclass
-class HlsEngineConfig:
-    """One int8 matrix-vector engine shape: ``rows`` outputs x ``cols`` inputs per cycle (MACs = rows * cols)."""
-    rows: int = 8                    # must divide every layer's output size
-    cols: int = 64                   # must divide every layer's input size
-
-
-@dataclass
-class HlsConfig:
-    """The draft accelerator (conf/hls/): boards, clocks, engine parallelism, and the models it is sized for."""
-    name: str = MISSING
-    boards: list[str] = field(default_factory=lambda: ["u280", "v80"])  # conf/hardware names with an fpga: section
-    clocks_mhz: dict[str, Any] = field(default_factory=dict)          # per board: [MHz, ...]; its clock_mhz is always added
-    design: HlsEngineConfig = field(default_factory=HlsEngineConfig)    # the reference model's engines (perf model)
-    kernel: HlsEngineConfig = field(default_factory=lambda: HlsEngineConfig(rows=1, cols=16))  # the run's draft (C-sim)
-    pipeline: dict[str, float] = field(default_factory=dict)    # ports, widths, lanes, latencies (conf/hls/default.yaml)
-    resources: dict[str, float] = field(default_factory=dict)   # per-unit resource costs of the resource model
-    shell_margin: dict[str, float] = field(default_factory=dict)  # fraction of each resource the platform shell takes
-    reference_models: dict[str, dict[str, Any]] = field(default_factory=dict)  # published shapes (no weights needed)
-    contexts: list[int] = field(default_factory=lambda: [0, 512, 1024, 2048])  # context lengths of the perf table
-    csim_prompts: int = 20           # prompts run through the C simulation, bit-exact against the torch reference
-    csim_max_new_tokens: int = 64
-    cxx: str = "g++"                 # C++ compiler of the C simulation
-    kvmu_pointer_bits: int = 16      # KVMU pointer width (max context 2^bits - 1)
-    kvmu_synth_bits: list[int] = field(default_factory=lambda: [8, 16, 24, 32])  # widths synthesised with Yosys
-    vendor_tools: list[str] = field(default_factory=lambda: ["tapa", "vitis_hls", "v++"])
-
-
-# ----------------------------------------------------------------------------- quantize / hls
-@dataclass
-class QuantizeConfig:
-    """W8A8 SmoothQuant-style quantisation of the draft (heterospec.quantize)."""
-    alpha: float = 0.5               # smoothing strength: 0 leaves outliers in the activations, 1 moves them all to weights
     calibration_prompts: int = 256   # synthetic problems (prompt + solution) whose activation ranges set the smoothing
     calibration_seed: int = 777      # neither the training stream's seed nor the test set's
     rope_positions: int = 4096       # RoPE table rows exported: the quantised draft's longest context
