@@ -3,6 +3,7 @@
     heterospec query "SELECT * FROM accuracy"     SQL over every result (DuckDB)
     heterospec config experiment=ci               print a run's resolved config
     heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
+    heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
     heterospec views                              list the catalogue's views and their columns
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
 """
@@ -69,6 +70,26 @@ def _models(args) -> None:
     print_quality(table)
 
 
+def _collect(args) -> None:
+    """The collect stage's numbers for one run: Table III, step shares and KV reuse, step-ahead speedup."""
+    from heterospec.config import compose_config
+    from heterospec.store.catalog import query
+    cfg = compose_config(args.overrides)
+    run = cfg.name.replace("'", "''")
+    for title, sql in (
+        ("Accuracy (Table III)", f"SELECT dataset, method, problems, accuracy FROM table3 WHERE run = '{run}'"),
+        ("Collection", f"SELECT dataset, algorithm, executor, problems, accuracy, target_step_share, mean_backtracks, "
+                       f"draft_kv_reuse_ratio, mean_latency_s FROM collect_summary WHERE run = '{run}'"),
+        ("Step-ahead over sequential (same problems)",
+         f"SELECT dataset, algorithm, problems, speedup, identical_outputs_pct FROM step_ahead_speedup "
+         f"WHERE run = '{run}'"),
+    ):
+        cols, rows = query(args.db, sql)
+        print(f"{title} — run {cfg.name}")
+        print(format_table(cols, rows))
+        print()
+
+
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="heterospec", description="Heterogeneous speculative inference, reproduced.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -92,6 +113,12 @@ def main(argv: list[str]) -> None:
     m.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
     m.add_argument("--recompute", action="store_true", help="recompute even if the report exists")
     m.set_defaults(func=_models)
+
+    k = sub.add_parser("collect", help="collect commands")
+    k.add_argument("action", choices=["report"], help="report: accuracy, KV reuse and step-ahead speedup of a run")
+    k.add_argument("overrides", nargs="*", help="Hydra overrides naming the run (e.g. experiment=ci)")
+    k.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    k.set_defaults(func=_collect)
 
     r = sub.add_parser("replay", help="trace replay: import | run | validate (python -m heterospec.replay)",
                        add_help=False)

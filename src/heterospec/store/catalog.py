@@ -94,13 +94,14 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
     # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor)
     "table3": (("evaluations", "collect_problems"), """
-        SELECT run, models, dataset, method, count(*) AS problems,
-               round(100 * avg(correct::INTEGER), 1) AS accuracy
-        FROM (SELECT run, models, dataset, method, correct FROM evaluations
-              UNION ALL
-              SELECT run, models, dataset, algorithm AS method, correct FROM collect_problems
-              WHERE executor = 'sequential')
-        GROUP BY ALL
+        SELECT * FROM (
+            SELECT run, models, dataset, method, count(*) AS problems,
+                   round(100 * avg(correct::INTEGER), 1) AS accuracy
+            FROM (SELECT run, models, dataset, method, correct FROM evaluations
+                  UNION ALL
+                  SELECT run, models, dataset, algorithm AS method, correct FROM collect_problems
+                  WHERE executor = 'sequential')
+            GROUP BY run, models, dataset, method)
         ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1
                                            WHEN 'rsd' THEN 2 WHEN 'brsd' THEN 3 ELSE 4 END"""),
     "collect_summary": (("collect_problems",), """
