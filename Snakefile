@@ -10,6 +10,7 @@ min_version("9.0")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/datasets.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/replay.smk"

@@ -92,3 +92,17 @@ def test_ci_experiment_end_to_end(tmp_path):
     assert json.loads(q.stdout)[0]["problems"] == 20
     again = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_slurm_profile_plans(tmp_path):
+    r = snakemake("--profile", str(ROOT / "workflow/profiles/slurm"), "-n", "--directory", str(tmp_path),
+                  "--config", "experiment=ci")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+    assert "collect_shard" in r.stdout + r.stderr
+
+
+def test_missing_benchmark_is_planned_as_a_download(tmp_path):
+    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=paper_config1",
+                  env={"HETEROSPEC_DATASETS": str(tmp_path / "nowhere")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "download_dataset" in r.stdout + r.stderr

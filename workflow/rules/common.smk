@@ -43,6 +43,7 @@ RUN = str(run_dir(CFG))
 PATHS = RunPaths(run_dir(CFG))
 HYDRA = " ".join(shlex.quote(o) for o in OVERRIDES)
 TRAINED = [r for r in ROLES if CFG.models[r].source == "train"]
+DOWNLOADED = str(Path(str(CFG.paths.datasets)) / "{bench}" / "test.jsonl")  # where a fetched benchmark goes
 
 
 def digest(*nodes):
@@ -156,4 +157,5 @@ wildcard_constraints:
     algorithm=r"[A-Za-z0-9_]+",
     executor="sequential|step_ahead",
     shard=r"\d+of\d+",
+    bench="math500|gsm8k|gaokao2023en|olympiadbench",
 

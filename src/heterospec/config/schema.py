@@ -83,6 +83,7 @@ class DatasetConfig:
     name: str = MISSING
     kind: str = MISSING              # synthetic | math500 | gsm8k | gaokao2023en | olympiadbench
     path: str = ""                   # JSONL file for real benchmarks
+    url: str = ""                    # where the download rule fetches it when the file is missing
     split: str = "test"
     limit: int = -1                  # -1: every problem
     shards: int = 1
