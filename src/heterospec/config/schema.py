@@ -223,6 +223,58 @@ class HlsConfig:
     dsp58_boards: list[str] = field(default_factory=lambda: ["v80"])  # Versal boards (DSP58); the others DSP48E2
 
 
+# ----------------------------------------------------------------------------- dfvg
+@dataclass
+class DfvgFeedbackConfig:
+    """DFVG's acceptance-feedback draft length (the semantics of its configs/draft_params.yaml)."""
+    min_draft: int = 8               # the draft length never falls below this
+    max_draft: int = 64              # ... nor grows above this
+    max_verify: int = 16             # tokens one verification pass checks; the rest of the draft waits its turn
+    threshold: float = 0.6           # acceptance ratio (accepted / verified) that counts as a good round
+    backoff: float = 0.5             # draft length x this after a bad round
+    growth: float = 1.2              # draft length x this after a good round
+
+
+@dataclass
+class DfvgTreeConfig:
+    """Confidence-driven dynamic draft tree: expand the likeliest nodes, prune unconfident branches."""
+    max_width: int = 8               # nodes drafted per level: at most the FPGA's draft lanes (one weight pass)
+    max_depth: int = 8               # levels, i.e. draft passes per tree
+    max_nodes: int = 32              # nodes kept for verification (best cumulative draft log-prob)
+    top_k: int = 4                   # children considered per expanded node
+    min_confidence: float = 0.02     # a branch stops once its cumulative draft probability falls below this
+
+
+@dataclass
+class DfvgReplayConfig:
+    """How DFVG's measured rounds are priced on modelled hardware (heterospec.replay.schedules.dfvg)."""
+    models: str = "config1"          # conf/models whose draft / target shapes price each call (roofline, hls)
+    profiles: list[str] = field(default_factory=lambda: ["roofline"])   # roofline | hls
+    fpga: str = "u280"               # conf/hardware: the draft accelerator
+    gpu: str = "rtx3090"             # conf/hardware: the verifier (and, GPU-only, the draft too)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    align_bytes_per_token: int = 4   # accepted-path token ids sent back to the FPGA per accepted token
+
+
+@dataclass
+class DfvgConfig:
+    """DFVG token-level speculative decoding (conf/dfvg/): strategies, their knobs, collection and replay."""
+    name: str = "default"
+    enabled: bool = False            # the dfvg experiment turns this on: its collect + replay rules join the run
+    strategies: list[str] = field(default_factory=lambda: ["chain", "hf_heuristic", "feedback", "tree"])
+    prompts: int = 100               # held-out synthetic problems decoded per strategy
+    max_new_tokens: int = 96         # per prompt
+    temperature: float = 0.0         # 0: greedy verification (lossless); > 0: speculative sampling over the tree
+    seed: int = 0                    # sampling seed
+    threads: int = 1                 # torch threads of the collection
+    chain_length: int = 8            # chain: draft tokens per round
+    hf_start: int = 20               # hf_heuristic: initial draft length (transformers' num_assistant_tokens)
+    feedback: DfvgFeedbackConfig = field(default_factory=DfvgFeedbackConfig)
+    tree: DfvgTreeConfig = field(default_factory=DfvgTreeConfig)
+    draft_hardware: str = "u280"     # conf/hardware whose fpga.draft_lanes bound the tree
+    replay: DfvgReplayConfig = field(default_factory=DfvgReplayConfig)
+
+
 # ----------------------------------------------------------------------------- top level
 @dataclass
 class Config:
@@ -241,6 +293,7 @@ class Config:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     quantize: QuantizeConfig = field(default_factory=QuantizeConfig)
     hls: HlsConfig = MISSING
+    dfvg: DfvgConfig = MISSING
     paths: dict[str, str] = field(default_factory=dict)
 
 
@@ -256,3 +309,4 @@ def register() -> None:
     cs.store(group="schedule", name="schema", node=ScheduleConfig)
     cs.store(group="hls", name="schema", node=HlsConfig)
     cs.store(group="replay", name="schema", node=ReplayConfig)
+    cs.store(group="dfvg", name="schema", node=DfvgConfig)

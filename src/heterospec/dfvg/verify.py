@@ -1,0 +1,123 @@
+"""Tree verification on the target: one forward pass over the pending token and every tree node.
+
+The target's KV cache holds the committed context except its last token (the *pending* one, whose logits predict
+the first drafted level). The pass feeds ``[pending] + tree`` with per-node positions (context length - 1 + depth)
+and a 4D mask in which each node sees the cache, the pending token, its ancestors and itself, handed to the model
+prepared (``attention_mask={"full_attention": mask}``) so transformers uses it as is.
+
+* greedy: walk from the root while the target's argmax at the current node is one of its children; the argmax at
+  the last accepted node is the bonus token. The result is the target's own greedy continuation.
+* sampling: at each node try its children in order, each a point-mass proposal x: accept with probability p(x)
+  under the residual distribution p, else remove x from p and renormalise; after a rejection of every child (or
+  at a leaf) sample the bonus token from what is left. Each step is speculative sampling's accept/residual rule,
+  so the output is distributed exactly as the target's sampling (tests check it).
+
+Afterwards the cache keeps the context, the pending token and the accepted path's nodes (rejected nodes dropped).
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from heterospec.dfvg.tree import DraftTree
+from heterospec.errors import UserError
+
+
+def greedy_walk(tree: DraftTree, pred: list[int]) -> tuple[list[int], int]:
+    """``pred[0]``: target argmax at the pending token, ``pred[1 + i]`` at node i -> (accepted nodes, bonus)."""
+    kids = tree.children()
+    path, row = [], 0
+    node = -1
+    while True:
+        child = kids.get(node, {}).get(pred[row])
+        if child is None:
+            return path, pred[row]
+        path.append(child)
+        node, row = child, child + 1
+
+
+def sample_walk(tree: DraftTree, probs: torch.Tensor, gen: torch.Generator) -> tuple[list[int], int]:
+    """Speculative sampling over the tree; ``probs``: [1 + nodes, vocab] target distributions (row 0: pending)."""
+    kids = tree.children()
+    path, node = [], -1
+    while True:
+        p = probs[node + 1].double().clone()
+        nxt = None
+        for token, child in kids.get(node, {}).items():
+            if torch.rand((), generator=gen, dtype=torch.float64) < p[token]:
+                nxt = child                                     # accepted with probability p(x) (q = point mass)
+                break
+            p[token] = 0.0                                      # residual: p without x, renormalised
+            total = p.sum()
+            if total <= 0:
+                break
+            p /= total
+        if nxt is None:
+            return path, int(torch.multinomial(p, 1, generator=gen))
+        path.append(nxt)
+        node = nxt
+
+
+class Verifier:
+    """The target model and its KV cache."""
+
+    def __init__(self, model, temperature: float = 0.0, seed: int = 0):
+        from transformers import DynamicCache
+        self.model = model
+        self.temperature = temperature
+        self.gen = torch.Generator().manual_seed(seed)
+        self.max_positions = int(model.config.max_position_embeddings)
+        impl = getattr(model.config, "_attn_implementation", "sdpa") or "sdpa"
+        if impl not in ("sdpa", "eager"):
+            raise UserError(f"tree verification needs the sdpa or eager attention; the target uses '{impl}'")
+        self.additive_mask = impl == "eager"
+        self.cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._new_cache = lambda: DynamicCache(config=model.config)
+        self.cache = self._new_cache()
+        self.cached = 0
+
+    def start(self, prompt: list[int]) -> None:
+        """Prefill all but the prompt's last token (the first round's pending token)."""
+        self.cache, self.cached = self._new_cache(), 0
+        if len(prompt) > 1:
+            with torch.no_grad():
+                self.model(input_ids=torch.tensor([prompt[:-1]]), use_cache=True, logits_to_keep=1,
+                           **{self.cache_arg: self.cache})
+            self.cached = len(prompt) - 1
+
+    @torch.no_grad()
+    def verify(self, context: list[int], tree: DraftTree) -> tuple[list[int], int]:
+        """Accepted nodes (root down) and the next token; the cache then covers context + accepted nodes."""
+        L, n = len(context), len(tree)
+        assert self.cached == L - 1, (self.cached, L)
+        ids = torch.tensor([[context[-1], *tree.tokens]])
+        pos = torch.tensor([[L - 1, *[L - 1 + d for d in tree.depths]]])
+        mask = torch.ones((1 + n, L + n), dtype=torch.bool)
+        mask[:, L:] = False
+        if n:
+            mask[1:, L:] = tree.ancestor_mask()
+        mask4 = mask[None, None]
+        if self.additive_mask:
+            mask4 = torch.zeros(mask4.shape, dtype=self.model.dtype).masked_fill_(~mask4, torch.finfo(self.model.dtype).min)
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask={"full_attention": mask4}, use_cache=True,
+                         **{self.cache_arg: self.cache})
+        logits = out.logits[0]
+        if self.temperature > 0:
+            path, nxt = sample_walk(tree, torch.softmax(logits.float() / self.temperature, -1), self.gen)
+        else:
+            path, nxt = greedy_walk(tree, logits.argmax(-1).tolist())
+        self._compact(L, path, n)
+        return path, nxt
+
+    def _compact(self, L: int, path: list[int], n: int) -> None:
+        """Drop rejected nodes: keep slots [0, L) and the path's nodes (at L + node)."""
+        if path == list(range(len(path))):           # a prefix of the nodes (always, for a chain): crop
+            if n - len(path) > 0:
+                self.cache.crop(-(n - len(path)))
+        else:
+            idx = torch.cat([torch.arange(L), torch.tensor(path, dtype=torch.long) + L])
+            for layer in self.cache.layers:
+                layer.keys = layer.keys.index_select(-2, idx)
+                layer.values = layer.values.index_select(-2, idx)
+        self.cached = L + len(path)
