@@ -12,6 +12,8 @@ min_version("9.0")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/datasets.smk"
 include: "workflow/rules/models.smk"
+include: "workflow/rules/quantize.smk"
+include: "workflow/rules/hls.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/replay.smk"
 include: "workflow/rules/collect.smk"

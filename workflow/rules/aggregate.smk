@@ -22,6 +22,7 @@ rule aggregate:
         quality_report(),
         replay_outputs(),
         collections(),
+        hls_outputs(),
     output:
         DUCKDB_FILE,
     log:

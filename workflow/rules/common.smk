@@ -145,8 +145,25 @@ def replay_spec(wildcards):
     return digest(CFG.replay, CFG.models, *systems)
 
 
+def hls_spec():
+    """The HLS models' params: the hls config and every board's hardware config."""
+    boards = [compose_config([*OVERRIDES, f"hardware@system.draft={b}"]).system.draft for b in CFG.hls.boards]
+    return digest(CFG.hls, CFG.quantize.rope_positions, CFG.models.draft, *boards)
+
+
+def hls_outputs():
+    """The W8A8 draft's quality, the HLS models, the KVMU synthesis, per board the vendor-flow status and the
+    C simulation (for drafts trained here: a 0.5B draft is far too slow to simulate in plain C++)."""
+    out = [str(PATHS.quantize_quality), str(PATHS.hls_perf), str(PATHS.kvmu_synth)]
+    out += [str(PATHS.hls_vendor(b)) for b in CFG.hls.boards]
+    if CFG.models.draft.source == "train":
+        out += [str(PATHS.hls_csim(b)) for b in CFG.hls.boards]
+    return out
+
+
 def run_outputs():
-    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), *collections(), str(DUCKDB_FILE)]
+    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), *collections(), *hls_outputs(),
+            str(DUCKDB_FILE)]
 
 
 wildcard_constraints:
@@ -158,4 +175,5 @@ wildcard_constraints:
     executor="sequential|step_ahead",
     shard=r"\d+of\d+",
     bench="math500|gsm8k|gaokao2023en|olympiadbench",
+    board="|".join(CFG.hls.boards),
 

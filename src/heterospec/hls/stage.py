@@ -205,12 +205,20 @@ def kvmu(cfg, paths: RunPaths, out: Path) -> list[dict]:
     return rows
 
 
-def vendor(cfg, paths: RunPaths, board: str, kernel: Path, out: Path) -> dict:
-    """Real HLS synthesis when Vitis HLS / TAPA is installed; otherwise a clear 'skipped' status."""
+def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: Path) -> dict:
+    """Real HLS synthesis when Vitis HLS / TAPA is installed; otherwise a clear 'skipped' status. A design the
+    resource model says does not fit the board is not built."""
+    import pyarrow.parquet as pq
     found = {t: shutil.which(t) for t in cfg.hls.vendor_tools}
     status = {"board": board, "tools_searched": list(cfg.hls.vendor_tools), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     src = Path(kernel).parent
-    if not any(found.values()):
+    _read_json(kernel, "kernel manifest")
+    key = draft_key(cfg)
+    fits = [r["fits"] for r in pq.read_table(res_path).to_pylist() if r["board"] == board and r["model"] == key] \
+        if Path(res_path).exists() else []
+    if fits and not fits[0]:
+        status.update(status="not built", reason=f"the resource model says the {key} kernel does not fit {board}")
+    elif not any(found.values()):
         status.update(status="skipped", reason="vendor toolchain not found, skipped (none of "
                       f"{', '.join(cfg.hls.vendor_tools)} on PATH)")
     elif found.get("vitis_hls"):
@@ -241,7 +249,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--kernel", type=Path, help="kernel manifest (default: results/<run>/hls/<board>/src/kernel.json)")
     p.add_argument("--out", type=Path, help="output file (perf table for `model`)")
     p.add_argument("--breakdown", type=Path)
-    p.add_argument("--resources", type=Path)
+    p.add_argument("--resources", type=Path, help="resource table (model: written; vendor: read)")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.command in ("codegen", "csim", "vendor"):
@@ -259,7 +267,8 @@ def main(argv: list[str]) -> None:
     elif args.command == "kvmu":
         kvmu(cfg, paths, args.out or paths.kvmu_synth)
     else:
-        vendor(cfg, paths, args.board, kernel, args.out or paths.hls_vendor(args.board))
+        vendor(cfg, paths, args.board, kernel, args.resources or paths.hls_resources,
+               args.out or paths.hls_vendor(args.board))
 
 
 if __name__ == "__main__":

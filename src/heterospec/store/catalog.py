@@ -18,6 +18,12 @@ from heterospec.errors import UserError
 TABLES: dict[str, str] = {
     "evaluations": "results/*/evaluate/*/*.parquet",
     "model_quality": "results/*/models/quality.parquet",
+    "quantize_quality": "results/*/quantize/quality.parquet",
+    "hls_perf": "results/*/hls/perf.parquet",
+    "hls_breakdown": "results/*/hls/breakdown.parquet",
+    "hls_resources": "results/*/hls/resources.parquet",
+    "hls_csim": "results/*/hls/*/csim.parquet",
+    "kvmu_synth": "results/*/hls/kvmu/synth.parquet",
     "replay_results": "results/*/replay/results.parquet",
     "replay_artifact": "results/*/replay/artifact.parquet",
     "replay_validation": "results/*/replay/validation.parquet",
@@ -29,6 +35,13 @@ TABLES: dict[str, str] = {
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
 SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
+    "hls_csim_summary": (("hls_csim",), """
+        SELECT run, board, count(*) FILTER (scenario = 'greedy') AS prompts,
+               count(*) FILTER (scenario = 'greedy' AND bit_exact) AS bit_exact_prompts,
+               sum(tokens_generated) FILTER (scenario = 'greedy') AS tokens,
+               sum(taps_match) AS accumulators_matching, sum(taps_compared) AS accumulators,
+               bool_and(bit_exact) FILTER (scenario LIKE 'kvmu%') AS kvmu_modes_ok
+        FROM hls_csim GROUP BY ALL ORDER BY run, board"""),
     "accuracy": (("evaluations",), """
         SELECT run, experiment, models, dataset, method,
                count(*) AS problems,
