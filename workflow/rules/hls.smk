@@ -1,0 +1,92 @@
+# hls: the draft accelerator per board -- HLS C++ generated from the W8A8 export, its g++ C simulation
+# (bit-exact against the int8 reference), performance and resource models, the KVMU as RTL synthesised with
+# Yosys, and the vendor flow where Vitis HLS is installed (otherwise a "skipped" status).
+
+
+rule hls_codegen:
+    input:
+        PATHS.quantized_draft,
+    output:
+        PATHS.hls_codegen("{board}"),
+    params:
+        spec=digest(CFG.hls.kernel, CFG.hls.kvmu_pointer_bits),
+        hydra=HYDRA,
+    log:
+        PATHS.log("hls_codegen_{board}"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.hls codegen --board {wildcards.board} --export {input} --out {output}"
+        " {params.hydra} 2>&1 | tee {log}"
+
+
+rule hls_csim:
+    input:
+        PATHS.hls_codegen("{board}"),
+    output:
+        PATHS.hls_csim("{board}"),
+    params:
+        spec=digest(CFG.hls.csim_prompts, CFG.hls.csim_max_new_tokens, CFG.hls.cxx),
+        hydra=HYDRA,
+    log:
+        PATHS.log("hls_csim_{board}"),
+    benchmark:
+        PATHS.benchmark("hls_csim_{board}")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.hls csim --board {wildcards.board} --kernel {input} --out {output}"
+        " {params.hydra} 2>&1 | tee {log}"
+
+
+rule hls_model:
+    input:
+        PATHS.quantized_draft,
+    output:
+        perf=PATHS.hls_perf,
+        breakdown=PATHS.hls_breakdown,
+        resources=PATHS.hls_resources,
+    params:
+        spec=hls_spec(),
+        hydra=HYDRA,
+    log:
+        PATHS.log("hls_model"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.hls model --export {input} --out {output.perf} --breakdown {output.breakdown}"
+        " --resources {output.resources} {params.hydra} 2>&1 | tee {log}"
+
+
+rule kvmu_rtl:
+    output:
+        PATHS.kvmu_synth,
+    params:
+        spec=digest(CFG.hls.kvmu_pointer_bits, CFG.hls.kvmu_synth_bits),
+        hydra=HYDRA,
+    log:
+        PATHS.log("kvmu_rtl"),
+    benchmark:
+        PATHS.benchmark("kvmu_rtl")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.hls kvmu --out {output} {params.hydra} 2>&1 | tee {log}"
+
+
+rule hls_vendor:
+    input:
+        kernel=PATHS.hls_codegen("{board}"),
+        resources=PATHS.hls_resources,
+    output:
+        PATHS.hls_vendor("{board}"),
+    params:
+        spec=digest(CFG.hls.vendor_tools),
+        hydra=HYDRA,
+    log:
+        PATHS.log("hls_vendor_{board}"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.hls vendor --board {wildcards.board} --kernel {input.kernel}"
+        " --resources {input.resources} --out {output} {params.hydra} 2>&1 | tee {log}"

@@ -1,0 +1,21 @@
+# quantize: W8A8 (SmoothQuant-style) draft, its int8 export (safetensors + manifest) and quality report.
+
+
+rule quantize:
+    input:
+        PATHS.model_manifest("draft"),
+    output:
+        export=PATHS.quantized_draft,
+        quality=PATHS.quantize_quality,
+    params:
+        spec=digest(CFG.quantize, CFG.models.draft, CFG.models.prompt, CFG.eval_limit),
+        hydra=HYDRA,
+    log:
+        PATHS.log("quantize"),
+    benchmark:
+        PATHS.benchmark("quantize")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.quantize --draft {input} --out {output.export} --quality {output.quality}"
+        " {params.hydra} 2>&1 | tee {log}"
