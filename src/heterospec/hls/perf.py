@@ -83,6 +83,8 @@ def token_cycles(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float,
     """Cycles of one decoded token at ``context`` tokens already cached, by component."""
     channels, ch_gbs = hbm(board)
     wp, kp = int(pipe["weight_ports"]), int(pipe["kv_ports"])
+    if wp < 1 or kp < 1:
+        raise UserError(f"hls.pipeline: weight_ports={wp} and kv_ports={kp} must both be at least 1")
     if wp + kp > channels:
         raise UserError(f"hls.pipeline: weight_ports + kv_ports = {wp + kp} exceeds the board's {channels} HBM channels")
     f = clock_mhz * 1e6

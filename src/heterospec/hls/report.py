@@ -13,7 +13,7 @@ def print_perf(perf: list[dict], context: int | None = None) -> None:
           f"{'tok/s':>7}")
     for r in sorted(rows, key=lambda r: (r["model"], r["board"], r["clock_mhz"])):
         print(f"  {r['board']:6} {r['clock_mhz']:5.0f} {r['model'][:24]:24} {r['rows']:>3}x{r['cols']:<3} "
-              f"{r['ms_per_token']:9.3f} {r['roofline_ms']:9.3f} {r['ms_per_token'] / r['roofline_ms']:7.1f} "
+              f"{r['ms_per_token']:9.3f} {r['roofline_ms']:9.4f} {r['ms_per_token'] / r['roofline_ms']:7.1f} "
               f"{1e3 / r['ms_per_token']:7.1f}")
     ref = [r for r in rows if r["board"] == "u280" and r["clock_mhz"] == 200 and "0.5B" in r["model"]]
     for r in ref:

@@ -138,17 +138,18 @@ def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -
     return rows
 
 
-def model_tables(cfg, paths: RunPaths, export: Path | None, overrides) -> tuple[list, list, list]:
-    """Perf, breakdown and resource rows for every board x clock x model x context."""
+def model_tables(cfg, paths: RunPaths, export: Path | None, overrides,
+                 draft_arch: dict | None = None) -> tuple[list, list, list]:
+    """Perf, breakdown and resource rows for every board x clock x model x context: the reference models with
+    the ``design`` engines, the run's draft (its export's shape, or ``draft_arch``) with the ``kernel`` ones."""
     from heterospec.hls.perf import Arch, check_parallelism, fit, resources, roofline_ms, token_ms
     h = cfg.hls
     pipe, unit = dict(h.pipeline), dict(h.resources)
     models = {name: (Arch.of(dict(shape)), h.design.rows, h.design.cols) for name, shape in h.reference_models.items()}
     if export is not None:
-        info = _read_json(export, "W8A8 export manifest")
-        key = draft_key(cfg)
-        if key not in models:
-            models[key] = (Arch.of(info["arch"]), h.kernel.rows, h.kernel.cols)
+        draft_arch = _read_json(export, "W8A8 export manifest")["arch"]
+    if draft_arch is not None and draft_key(cfg) not in models:
+        models[draft_key(cfg)] = (Arch.of(draft_arch), h.kernel.rows, h.kernel.cols)
     for name, (arch, r, c) in models.items():
         check_parallelism(arch, r, c, f"hls.{'design' if name in h.reference_models else 'kernel'} ({name})")
     perf, breakdown, res = [], [], []
