@@ -144,3 +144,20 @@ def test_collect_cli_bad_shard_is_one_line(tmp_path):
     r = run_cmd([sys.executable, "-m", "heterospec.collect", "run", "--dataset", "synthetic", "--algorithm", "rsd",
                  "--executor", "sequential", "--shard", "3of2", "experiment=ci"], cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == "heterospec: --shard 3of2: need 0 <= i < n"
+
+
+def test_quantized_draft_runs_as_the_draft(trio, tmp_path):
+    """models.draft.quantized=true: the W8A8 export drafts; reasoning still runs and traces its calls."""
+    cfg, paths, checkpoints = trio
+    from heterospec.quantize.stage import quantize_draft
+    qcfg = compose_config(OVERRIDES + ["quantize.calibration_prompts=8"])
+    qpaths = RunPaths(tmp_path / "run")
+    for role in ROLES:  # reuse the trained trio's manifests
+        qpaths.model_manifest(role).parent.mkdir(parents=True, exist_ok=True)
+        qpaths.model_manifest(role).write_text(paths.model_manifest(role).read_text())
+    quantize_draft(qcfg, qpaths, OVERRIDES, qpaths.quantized_draft, qpaths.quantize_quality)
+    thr = cfg.algorithm.threshold
+    ov = OVERRIDES + ["models.draft.quantized=true", f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}"]
+    out = run_shard(compose_config(ov), qpaths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
+    problems = read_parquet(out["problems"], TABLES["problems"])
+    assert problems.num_rows == 6 and sum(problems.column("draft_tokens").to_pylist()) > 0

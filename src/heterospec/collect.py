@@ -68,6 +68,11 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
         print(f"[collect] resuming: {len(mine) - len(todo)} of {len(mine)} problems already done", file=sys.stderr)
     if todo:
         checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
+        if cfg.models.draft.quantized:  # the quantize stage's W8A8 export stands in for the draft
+            if not paths.quantized_draft.exists():
+                raise UserError(f"models.draft.quantized=true but {paths.quantized_draft} does not exist; "
+                                f"run the quantize stage first (python -m heterospec.quantize)")
+            checkpoints["draft"] = str(paths.quantized_draft.parent.resolve())
         use_processes = cfg.collect.processes if processes is None else processes
         with Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role) as session:
             ex = session.executor(executor, alg)

@@ -149,6 +149,10 @@ class W8A8Draft(nn.Module):
 
     # ------------------------------------------------------------------ forward
     @torch.no_grad()
+    def empty_cache(self) -> Int8Cache:
+        """A fresh int8 KV cache (what callers that manage caches themselves start from)."""
+        return Int8Cache()
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, past_key_values: Int8Cache | None = None,
                 use_cache: bool = True, logits_to_keep: int = 0, taps: dict | None = None, **_) -> Int8Output:

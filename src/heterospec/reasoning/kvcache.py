@@ -38,19 +38,26 @@ class PrefixCache:
         self.model = model
         self.device = next(model.parameters()).device
         self.ids: list[int] = []          # tokens whose KV is in the cache
-        self.cache = DynamicCache()
+        self.cache = self._empty()
         self.processed = 0                # tokens fed through the model (the KV-reuse metric)
         params = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    def _empty(self):
+        """A fresh cache of the model's own kind (the W8A8 draft keeps int8 K/V, as the FPGA does)."""
+        maker = getattr(self.model, "empty_cache", None)
+        return maker() if callable(maker) else DynamicCache()
 
     def rollback(self, n: int) -> int:
         """Drop everything after the first ``n`` tokens; returns how many were dropped."""
         dropped = len(self.ids) - n
         if dropped > 0:
             if n == 0:
-                self.cache = DynamicCache()
-            else:
+                self.cache = self._empty()
+            elif isinstance(self.cache, DynamicCache):
                 self.cache.crop(-dropped if _NEW_CROP else n)
+            else:  # heterospec's own caches (the W8A8 draft's int8 cache) crop to a length
+                self.cache.crop(n)
             del self.ids[n:]
         return max(0, dropped)
 

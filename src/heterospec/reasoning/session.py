@@ -10,6 +10,11 @@ from heterospec.reasoning.executors import Sequential, StepAhead
 from heterospec.reasoning.workers import LocalRole, ProcessRole, RoleSpec
 
 EXECUTORS = ("sequential", "step_ahead")
+# On one machine standing in for three devices, the target's speculative prefetch must not take CPU
+# from the draft and PRM on the critical path, as it could not on its own GPU: it runs at a lower OS
+# priority. A sequential run is unaffected (one role works at a time); a rescue that waits for the
+# target leaves it the only busy worker.
+TARGET_NICE = 10
 
 
 class Session:
@@ -33,7 +38,9 @@ class Session:
                 self.roles[r] = Role(RoleSpec(role=r, path=checkpoints[r], device=self.devices[r],
                                               dtype=m[r].dtype, threads=threads, prompt=m.prompt,
                                               delimiter=m.step_separator, step_token=m.prm_step_token,
-                                              temperature=alg.temperature))
+                                              temperature=alg.temperature,
+                                              quantized=r == "draft" and m.draft.quantized,
+                                              nice=TARGET_NICE if r == "target" and processes else 0))
         except BaseException:
             self.close()
             raise

@@ -8,6 +8,7 @@ a cancelled ``write`` stops between two tokens and returns what it has.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,8 @@ class RoleSpec:
     delimiter: str = "\n\n"
     step_token: str = "<extra_0>"
     temperature: float = 0.0
+    quantized: bool = False  # draft only: path is a W8A8 export (models.draft.quantized)
+    nice: int = 0         # OS priority offset of the worker (speculative roles yield the CPU to the critical path)
 
 
 def check_device(role: str, device: str) -> None:
@@ -66,7 +69,11 @@ def build_role(spec: RoleSpec):
         def prefix_ids(question: str) -> list[int]:
             return tokenizer(format_prompt(spec.prompt, question, tokenizer), add_special_tokens=False)["input_ids"]
         return StepScorer(model, tokenizer, prefix_ids, spec.step_token, spec.delimiter)
-    model = load_causal_lm(spec.path, device=spec.device, dtype=spec.dtype, role=spec.role)
+    if spec.quantized:  # the W8A8 export of the quantize stage, run as the FPGA computes it
+        from heterospec.quantize.model import load_quantized_draft
+        model = load_quantized_draft(spec.path, spec.device)
+    else:
+        model = load_causal_lm(spec.path, device=spec.device, dtype=spec.dtype, role=spec.role)
     return StepWriter(model, tokenizer, spec.delimiter, kvmu=spec.role == "draft", temperature=spec.temperature)
 
 
@@ -79,6 +86,8 @@ def role_stats(role) -> dict:
 
 def _serve(spec: RoleSpec, conn, cancel) -> None:
     """Worker loop: build the role, then answer (req_id, method, args) requests in order."""
+    if spec.nice:
+        os.nice(spec.nice)
     try:
         role = build_role(spec)
     except UserError as e:
