@@ -80,6 +80,8 @@ GPUS = 3 if any(str(d).startswith("cuda") for d in CFG.system.torch_devices.valu
 
 def collect_inputs(wildcards):
     inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ROLES]}
+    if CFG.models.draft.quantized:
+        inputs["quantized_draft"] = str(PATHS.quantized_draft)
     ds = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}"]).dataset
     if ds.kind != "synthetic":
         inputs["data"] = ds.path
