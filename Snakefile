@@ -17,6 +17,7 @@ include: "workflow/rules/hls.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/replay.smk"
 include: "workflow/rules/collect.smk"
+include: "workflow/rules/dfvg.smk"
 include: "workflow/rules/aggregate.smk"
 
 

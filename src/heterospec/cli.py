@@ -6,6 +6,7 @@
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
     heterospec views                              list the catalogue's views and their columns
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
+    heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
 """
 from __future__ import annotations
 
@@ -125,8 +126,14 @@ def main(argv: list[str]) -> None:
     r.add_argument("args", nargs=argparse.REMAINDER)
     r.set_defaults(func=lambda a: _replay_main(a.args))
 
+    f = sub.add_parser("dfvg", help="DFVG: collect | replay | bench (python -m heterospec.dfvg)", add_help=False)
+    f.add_argument("args", nargs=argparse.REMAINDER)
+
     if argv[:1] == ["replay"]:   # its own parser, flags included (argparse's REMAINDER drops a leading --flag)
         return _replay_main(argv[1:])
+    if argv[:1] == ["dfvg"]:
+        from heterospec.dfvg.stage import main as dfvg_main
+        return dfvg_main(argv[1:])
     args = p.parse_args(argv)
     args.func(args)
 

@@ -107,6 +107,17 @@ class RunPaths:
     def kvmu_synth(self) -> Path:
         return self.root / "hls" / "kvmu" / "synth.parquet"
 
+    # dfvg: per method (a strategy or a baseline) its generations and, for strategies, its rounds; the replay
+    def dfvg_generations(self, method: str) -> Path:
+        return self.root / "dfvg" / method / "generations.parquet"
+
+    def dfvg_rounds(self, method: str) -> Path:
+        return self.root / "dfvg" / method / "rounds.parquet"
+
+    @property
+    def dfvg_replay(self) -> Path:
+        return self.root / "dfvg" / "replay.parquet"
+
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
 

@@ -23,6 +23,7 @@ rule aggregate:
         replay_outputs(),
         collections(),
         hls_outputs(),
+        dfvg_outputs(),
     output:
         DUCKDB_FILE,
     log:

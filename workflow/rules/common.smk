@@ -163,9 +163,39 @@ def hls_outputs():
     return out
 
 
+def dfvg_methods():
+    """DFVG's baselines (plain target greedy: the reference; Hugging Face assisted generation) and strategies."""
+    return ["target_greedy", "hf_assisted", *CFG.dfvg.strategies]
+
+
+def dfvg_outputs():
+    """DFVG's generations and rounds per method and their replay (experiments with dfvg.enabled only)."""
+    if not CFG.dfvg.enabled:
+        return []
+    return [str(PATHS.dfvg_generations(m)) for m in dfvg_methods()] + [str(PATHS.dfvg_replay)]
+
+
+def dfvg_inputs(wildcards):
+    inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ("draft", "target")]}
+    if wildcards.dfvg_method != "target_greedy":
+        inputs["reference"] = str(PATHS.dfvg_generations("target_greedy"))
+    return inputs
+
+
+def dfvg_spec(wildcards):
+    return digest(CFG.dfvg, CFG.models.draft, CFG.models.target, CFG.models.prompt)
+
+
+def dfvg_replay_inputs():
+    inputs = [str(PATHS.dfvg_rounds(m)) for m in dfvg_methods()]
+    if "hls" in CFG.dfvg.replay.profiles:
+        inputs.append(str(PATHS.hls_perf))
+    return inputs
+
+
 def run_outputs():
     return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), *collections(), *hls_outputs(),
-            str(DUCKDB_FILE)]
+            *dfvg_outputs(), str(DUCKDB_FILE)]
 
 
 wildcard_constraints:
@@ -178,4 +208,5 @@ wildcard_constraints:
     shard=r"\d+of\d+",
     bench="math500|gsm8k|gaokao2023en|olympiadbench",
     board="|".join(CFG.hls.boards),
+    dfvg_method="|".join(dfvg_methods()),
 

@@ -31,6 +31,9 @@ TABLES: dict[str, str] = {
     "collect_problems": "results/*/collect/*/*/*/problems.parquet",
     "collect_calls": "results/*/collect/*/*/*/calls.parquet",
     "collect_kvmu": "results/*/collect/*/*/*/kvmu.parquet",
+    "dfvg_generations": "results/*/dfvg/*/generations.parquet",
+    "dfvg_rounds": "results/*/dfvg/*/rounds.parquet",
+    "dfvg_replay": "results/*/dfvg/replay.parquet",
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -134,6 +137,48 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
           ON s.run = a.run AND s.dataset = a.dataset AND s.algorithm = a.algorithm
          AND s.problem_id = a.problem_id AND s.executor = 'sequential' AND a.executor = 'step_ahead'
         GROUP BY ALL ORDER BY s.run, s.dataset, s.algorithm"""),
+    # DFVG: τ = tokens per verification round (accepted drafted tokens + the target's own), acceptance = accepted /
+    # longest path, draft efficiency = accepted / verified nodes
+    "dfvg_summary": (("dfvg_rounds",), """
+        SELECT run, models, strategy, temperature, count(DISTINCT prompt_id) AS prompts, count(*) AS rounds,
+               round(avg(accepted + 1), 3) AS tau,
+               round(sum(accepted) / sum(depth), 3) AS acceptance_rate,
+               round(sum(accepted) / sum(nodes), 3) AS draft_efficiency,
+               round(avg(nodes), 2) AS mean_nodes, round(avg(depth), 2) AS mean_depth,
+               round(avg(draft_passes), 2) AS draft_passes,
+               round(avg(draft_ms), 3) AS draft_ms, round(avg(verify_ms), 3) AS verify_ms,
+               round(100 * avg(guess_hit::INTEGER), 1) AS guess_hit_pct
+        FROM dfvg_rounds GROUP BY ALL ORDER BY run, strategy"""),
+    # measured CPU wall clock of every method on the same prompts, and whether each reproduced target greedy
+    "dfvg_speed": (("dfvg_generations",), """
+        SELECT g.run, g.models, g.method, count(*) AS prompts, sum(g.new_tokens) AS tokens,
+               round(sum(g.wall_s), 3) AS wall_s, round(sum(g.new_tokens) / sum(g.wall_s), 1) AS tokens_per_s,
+               round(b.wall_s / sum(g.wall_s), 3) AS speedup_vs_target_greedy,
+               round(h.wall_s / sum(g.wall_s), 3) AS speedup_vs_hf_assisted,
+               round(100 * avg(g.identical::INTEGER), 1) AS identical_pct
+        FROM dfvg_generations g
+        LEFT JOIN (SELECT run, sum(wall_s) AS wall_s FROM dfvg_generations WHERE method = 'target_greedy'
+                   GROUP BY run) b ON b.run = g.run
+        LEFT JOIN (SELECT run, sum(wall_s) AS wall_s FROM dfvg_generations WHERE method = 'hf_assisted'
+                   GROUP BY run) h ON h.run = g.run
+        GROUP BY g.run, g.models, g.method, b.wall_s, h.wall_s ORDER BY g.run, tokens_per_s"""),
+    # simulated draft-on-FPGA / verify-on-GPU vs GPU-only speculative decoding vs plain decoding
+    "dfvg_replay_summary": (("dfvg_replay",), """
+    WITH s AS (
+        SELECT run, profile, priced_as, strategy, design, count(*) AS prompts,
+               sum(tokens) AS tokens, sum(latency_ms) AS latency_ms, sum(energy_j) AS energy_j,
+               sum(guess_hits) AS hits, sum(rounds) AS rounds
+        FROM dfvg_replay GROUP BY ALL)
+    SELECT s.run, s.profile, s.priced_as, s.strategy, s.design, s.prompts,
+           round(1e3 * s.tokens / s.latency_ms, 1) AS tokens_per_s,
+           round(s.energy_j / s.tokens, 4) AS j_per_token,
+           round(p.latency_ms / s.latency_ms, 3) AS speedup_vs_plain,
+           round((p.energy_j / p.tokens) / (s.energy_j / s.tokens), 3) AS energy_gain_vs_plain,
+           round(g.latency_ms / s.latency_ms, 3) AS speedup_vs_gpu_only,
+           round(100 * s.hits / greatest(s.rounds, 1), 1) AS guess_hit_pct
+    FROM s JOIN s p ON p.run = s.run AND p.profile = s.profile AND p.design = 'plain'
+    LEFT JOIN s g ON g.run = s.run AND g.profile = s.profile AND g.strategy = s.strategy AND g.design = 'gpu_only'
+    ORDER BY s.run, s.profile, s.strategy = 'plain' DESC, s.strategy, s.design"""),
 }
 
 

@@ -5,6 +5,8 @@ disaggregated_prefill), named by its file in ``conf/schedule/`` (``sequential``,
 ``prefetch_only``). With every switch off the policy is :mod:`.sequential`, the 3-GPU baseline; otherwise
 :mod:`.pipelined` turns on what the switches say. A policy is ``policy(problem, ctx, engine)``
 (see :mod:`heterospec.replay.des`).
+
+Token-level speculative decoding (DFVG) replays verification rounds, not steps: :mod:`.dfvg` (``DFVG_DESIGNS``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from typing import Any, Callable
 from heterospec.errors import UserError
 
 Policy = Callable[..., None]
+
+DFVG_DESIGNS = ("fpga_gpu", "gpu_only")   # heterospec.replay.schedules.dfvg, driven by heterospec.dfvg.replay
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,113 @@
+"""``heterospec dfvg bench``: DFVG's numbers on the run's pair, measured here.
+
+1. τ (tokens committed per verification round: accepted drafted tokens + the target's own) per strategy, and
+   the dynamic tree against the chain at the same number of drafted tokens per round;
+2. CPU wall-clock of every method on the same prompts (methods interleaved, each timed ``repeats`` times, the
+   fastest repetition counts), with the check that each produced exactly the target's greedy tokens;
+3. the rounds replayed as draft-on-FPGA / verify-on-GPU against GPU-only speculative decoding and plain decoding.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+
+import pyarrow as pa
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from heterospec.cli import format_table
+from heterospec.dfvg.stage import STRATEGIES, open_pair, prompts, run_method, strategy
+from heterospec.dfvg.strategies import Chain, Tree
+from heterospec.dfvg.traces import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
+from heterospec.paths import RunPaths
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _tau_rows(rounds: list[dict], label: str) -> tuple:
+    n = len(rounds)
+    acc = sum(r["accepted"] for r in rounds)
+    return (label, n, round((acc + n) / n, 3), round(acc / max(1, sum(r["depth"] for r in rounds)), 3),
+            round(acc / max(1, sum(r["nodes"] for r in rounds)), 3), round(sum(r["nodes"] for r in rounds) / n, 2),
+            round(sum(r["depth"] for r in rounds) / n, 2), round(sum(r["draft_passes"] for r in rounds) / n, 2))
+
+
+def _decode(pair, cfg, items, name, strat):
+    """run_method for a strategy object not in the config (the equal-budget comparisons)."""
+    from heterospec.dfvg.engine import SpeculativeDecoder
+    dec = SpeculativeDecoder(pair)
+    out = []
+    for pid, ids in items:
+        s = strat()
+        _, rs = dec.generate(ids, s, cfg.dfvg.max_new_tokens)
+        out += rs
+    return out
+
+
+def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int = 3, n_prompts: int = 0) -> None:
+    torch.set_num_threads(int(cfg.dfvg.threads))
+    if n_prompts:
+        cfg = OmegaConf.merge(cfg, {"dfvg": {"prompts": n_prompts}})
+    pair = open_pair(cfg, paths)
+    items = prompts(cfg, pair.tokenizer, overrides)
+    print(f"DFVG bench — run {cfg.name}, models {cfg.models.name}, {len(items)} prompts, max {cfg.dfvg.max_new_tokens} "
+          f"new tokens, {torch.get_num_threads()} thread(s); load average at start: {_load()}")
+    methods = ["target_greedy", "hf_assisted", *cfg.dfvg.strategies]
+    run_method(pair, cfg, "target_greedy", items[:3])                      # warm up both models
+    ref_rows, _ = run_method(pair, cfg, "target_greedy", items)
+    reference = {g["prompt_id"]: g["token_ids"] for g in ref_rows}
+    best: dict[str, float] = {}
+    results: dict[str, tuple[list[dict], list[dict]]] = {}
+    for _ in range(repeats):
+        for m in methods:
+            t0 = time.perf_counter()
+            gens, rounds = run_method(pair, cfg, m, items, reference)
+            wall = time.perf_counter() - t0
+            if wall < best.get(m, float("inf")):
+                best[m] = wall
+            results[m] = (gens, rounds)
+
+    # 1. tau
+    print("\nτ per strategy (τ = tokens per verification round; acceptance = accepted / depth; "
+          "efficiency = accepted / verified nodes)")
+    rows = [_tau_rows(results[s][1], s) for s in cfg.dfvg.strategies]
+    cols = ["strategy", "rounds", "tau", "acceptance", "draft_efficiency", "nodes", "depth", "draft_passes"]
+    print(format_table(cols, rows))
+    t = cfg.dfvg.tree
+    eq = []
+    for k in (4, 8):
+        chain = _decode(pair, cfg, items, f"chain{k}", lambda k=k: Chain(k))
+        tree = _decode(pair, cfg, items, f"tree{k}",
+                       lambda k=k: Tree(t.max_width, k, k, t.top_k, t.min_confidence))
+        eq += [_tau_rows(chain, f"chain, {k} drafted"), _tau_rows(tree, f"tree, at most {k} drafted")]
+    print("\nEqual drafted tokens per round (tree: width <= lanes, the same depth bound, at most k nodes)")
+    print(format_table(cols, eq))
+
+    # 2. wall clock
+    tokens = {m: sum(g["new_tokens"] for g in results[m][0]) for m in methods}
+    print(f"\nCPU wall clock (fastest of {repeats}, methods interleaved); load average now: {_load()}")
+    rows = []
+    for m in methods:
+        gens = results[m][0]
+        same = sum(bool(g["identical"]) for g in gens)
+        rows.append((m, tokens[m], round(best[m], 3), round(tokens[m] / best[m], 1),
+                     round(best["target_greedy"] / best[m], 3), round(best["hf_assisted"] / best[m], 3),
+                     f"{same}/{len(gens)}" if m != "target_greedy" else "reference"))
+    print(format_table(["method", "tokens", "wall_s", "tok_per_s", "speedup_vs_target", "speedup_vs_hf_assisted",
+                        "identical"], rows))
+
+    # 3. replay
+    from heterospec.dfvg.replay import replay, summary
+    rounds = pa.Table.from_pylist([r for s in cfg.dfvg.strategies for r in results[s][1]], schema=ROUNDS_SCHEMA)
+    gens = pa.Table.from_pylist(results["target_greedy"][0], schema=GENERATIONS_SCHEMA)
+    perf = paths.hls_perf if "hls" in cfg.dfvg.replay.profiles else None
+    srows = summary(replay(rounds, gens, cfg, cfg.name, perf))
+    r = cfg.dfvg.replay
+    print(f"\nSimulated: draft on {r.fpga} / verify on {r.gpu} (fpga_gpu, overlapped) vs GPU-only speculative "
+          f"decoding vs plain decoding, calls priced as models={r.models}")
+    keep = ["profile", "strategy", "design", "tokens_per_s", "j_per_token", "speedup_vs_plain", "energy_gain_vs_plain",
+            "speedup_vs_gpu_only", "guess_hit_pct"]
+    print(format_table(keep, [tuple(x[k] for k in keep) for x in srows]))

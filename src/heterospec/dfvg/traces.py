@@ -1,0 +1,66 @@
+"""Versioned Parquet schemas of DFVG's collection: one row per verification round, one per generation."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from heterospec.store.parquet import versioned
+
+ROUNDS_SCHEMA = versioned("dfvg_rounds", 1, [
+    pa.field("run", pa.string(), nullable=False),
+    pa.field("models", pa.string(), nullable=False),           # models config name of the pair
+    pa.field("strategy", pa.string(), nullable=False),
+    pa.field("temperature", pa.float64(), nullable=False),
+    pa.field("prompt_id", pa.string(), nullable=False),
+    pa.field("round", pa.int32(), nullable=False),
+    pa.field("nodes", pa.int32(), nullable=False),             # drafted tokens the target verified (tree size)
+    pa.field("depth", pa.int32(), nullable=False),             # longest path in the verified tree
+    pa.field("width", pa.int32(), nullable=False),             # most nodes on one level
+    pa.field("drafted", pa.int32(), nullable=False),           # tokens the draft proposed this round (beyond carry)
+    pa.field("carried", pa.int32(), nullable=False),           # chain tokens drafted last round, verified now
+    pa.field("accepted", pa.int32(), nullable=False),          # drafted tokens accepted (the target adds one more)
+    pa.field("draft_passes", pa.int32(), nullable=False),      # draft forward passes (one per tree level)
+    pa.field("catch_up", pa.int32(), nullable=False),          # tokens the first draft pass ingested
+    pa.field("guess_hit", pa.bool_(), nullable=False),         # draft's main path accepted and its guess of the target's token right
+    pa.field("kv_target", pa.int32(), nullable=False),         # target KV length before / after the round
+    pa.field("kv_target_after", pa.int32(), nullable=False),
+    pa.field("kv_draft", pa.int32(), nullable=False),          # draft KV length before / after (after compaction)
+    pa.field("kv_draft_after", pa.int32(), nullable=False),
+    pa.field("draft_ms", pa.float64(), nullable=False),        # wall time growing the tree
+    pa.field("verify_ms", pa.float64(), nullable=False),       # wall time of the target pass + acceptance + compaction
+    pa.field("round_ms", pa.float64(), nullable=False),
+])
+
+GENERATIONS_SCHEMA = versioned("dfvg_generations", 1, [
+    pa.field("run", pa.string(), nullable=False),
+    pa.field("models", pa.string(), nullable=False),
+    pa.field("method", pa.string(), nullable=False),           # a strategy, target_greedy or hf_assisted
+    pa.field("temperature", pa.float64(), nullable=False),
+    pa.field("prompt_id", pa.string(), nullable=False),
+    pa.field("prompt_tokens", pa.int32(), nullable=False),
+    pa.field("new_tokens", pa.int32(), nullable=False),
+    pa.field("rounds", pa.int32(), nullable=False),            # verification rounds (0 for the baselines)
+    pa.field("wall_s", pa.float64(), nullable=False),
+    pa.field("identical", pa.bool_(), nullable=True),          # same tokens as target_greedy (null: no reference)
+    pa.field("output", pa.string(), nullable=False),
+    pa.field("token_ids", pa.list_(pa.int32()), nullable=False),   # the new tokens, eos included
+])
+
+REPLAY_SCHEMA = versioned("dfvg_replay", 1, [
+    pa.field("run", pa.string(), nullable=False),
+    pa.field("strategy", pa.string(), nullable=False),         # the traces' strategy ("plain" rows: target only)
+    pa.field("design", pa.string(), nullable=False),           # fpga_gpu | gpu_only | plain
+    pa.field("profile", pa.string(), nullable=False),          # roofline | hls
+    pa.field("priced_as", pa.string(), nullable=False),        # models config whose shapes price the calls
+    pa.field("prompt_id", pa.string(), nullable=False),
+    pa.field("rounds", pa.int32(), nullable=False),
+    pa.field("tokens", pa.int64(), nullable=False),
+    pa.field("latency_ms", pa.float64(), nullable=False),
+    pa.field("busy_fpga_ms", pa.float64(), nullable=False),
+    pa.field("busy_gpu_ms", pa.float64(), nullable=False),
+    pa.field("link_ms", pa.float64(), nullable=False),
+    pa.field("energy_fpga_j", pa.float64(), nullable=False),
+    pa.field("energy_gpu_j", pa.float64(), nullable=False),
+    pa.field("energy_j", pa.float64(), nullable=False),
+    pa.field("discarded_draft_ms", pa.float64(), nullable=False),   # speculative next trees thrown away (rollback)
+    pa.field("guess_hits", pa.int32(), nullable=False),        # rounds whose next tree was drafted during verification
+])

@@ -1,0 +1,41 @@
+# dfvg: token-level speculative decoding with the run's draft + target (experiment=dfvg): plain target greedy
+# decoding (the reference every strategy must reproduce), Hugging Face assisted generation, each drafting
+# strategy with its round traces, then the rounds replayed on draft-on-FPGA / verify-on-GPU designs.
+
+
+rule dfvg_collect:
+    input:
+        unpack(dfvg_inputs),
+    output:
+        generations=PATHS.dfvg_generations("{dfvg_method}"),
+        rounds=PATHS.dfvg_rounds("{dfvg_method}"),
+    params:
+        spec=dfvg_spec,
+        hydra=HYDRA,
+    threads: 1
+    log:
+        PATHS.log("dfvg_{dfvg_method}"),
+    benchmark:
+        PATHS.benchmark("dfvg_{dfvg_method}")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.dfvg collect --method {wildcards.dfvg_method} {params.hydra} 2>&1 | tee {log}"
+
+
+rule dfvg_replay:
+    input:
+        dfvg_replay_inputs(),
+    output:
+        PATHS.dfvg_replay,
+    params:
+        spec=digest(CFG.dfvg.replay, CFG.replay.call_overhead_ms),
+        hydra=HYDRA,
+    log:
+        PATHS.log("dfvg_replay"),
+    benchmark:
+        PATHS.benchmark("dfvg_replay")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.dfvg replay {params.hydra} 2>&1 | tee {log}"
