@@ -272,6 +272,7 @@ class DfvgConfig:
     feedback: DfvgFeedbackConfig = field(default_factory=DfvgFeedbackConfig)
     tree: DfvgTreeConfig = field(default_factory=DfvgTreeConfig)
     draft_hardware: str = "u280"     # conf/hardware whose fpga.draft_lanes bound the tree
+    draft_kernel: str = "auto"       # lean (Qwen2 drafts: the FPGA kernel's software twin) | hf | auto
     replay: DfvgReplayConfig = field(default_factory=DfvgReplayConfig)
 
 

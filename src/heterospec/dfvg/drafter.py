@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from heterospec.dfvg.lean import LeanDecoder
+from heterospec.dfvg.lean import draft_decoder
 from heterospec.dfvg.tree import DraftTree
 
 
@@ -44,8 +44,8 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class Drafter:
     """The draft model with its KV buffer; :meth:`build` proposes a tree, :meth:`accept` keeps the accepted path."""
 
-    def __init__(self, model):
-        self.dec = LeanDecoder(model)
+    def __init__(self, model, kernel: str = "auto"):
+        self.dec = draft_decoder(model, kernel)
         self.max_positions = self.dec.max_positions
         self.ids: list[int] = []          # tokens whose K/V sit in slots [0, len(ids))
         self.slots: list[int] = []        # per node of the last tree: its slot, or -1 if never fed

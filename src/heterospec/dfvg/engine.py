@@ -29,13 +29,15 @@ class Pair:
         return int(self.target.config.max_position_embeddings)
 
 
-def load_pair(draft_path: str, target_path: str, dtype: str = "float32", device: str = "cpu") -> Pair:
-    """Load both models; a pair whose tokenizers differ is refused (tree verification compares token ids)."""
+def load_pair(draft_path: str, target_path: str, dtype: str = "float32", devices: tuple[str, str] = ("cpu", "cpu")
+              ) -> Pair:
+    """Load both models (on ``devices``: draft, target); a pair whose tokenizers differ is refused (tree
+    verification compares token ids)."""
     from heterospec.models.loading import load_causal_lm, load_tokenizer
     dtok, ttok = load_tokenizer(draft_path, "draft"), load_tokenizer(target_path, "target")
     check_tokenizers(dtok, ttok)
-    return Pair(load_causal_lm(draft_path, device, dtype, "draft"), load_causal_lm(target_path, device, dtype, "target"),
-                ttok)
+    return Pair(load_causal_lm(draft_path, devices[0], dtype, "draft"),
+                load_causal_lm(target_path, devices[1], dtype, "target"), ttok)
 
 
 def check_tokenizers(draft_tok, target_tok) -> None:
@@ -63,9 +65,9 @@ def finish(new: list[int], max_new: int, eos: int | None) -> list[int]:
 class SpeculativeDecoder:
     """Draft + target with their caches; :meth:`generate` decodes one prompt with one strategy."""
 
-    def __init__(self, pair: Pair, temperature: float = 0.0, seed: int = 0):
+    def __init__(self, pair: Pair, temperature: float = 0.0, seed: int = 0, draft_kernel: str = "auto"):
         self.pair = pair
-        self.drafter = Drafter(pair.draft)
+        self.drafter = Drafter(pair.draft, draft_kernel)
         self.verifier = Verifier(pair.target, temperature, seed)
 
     @torch.no_grad()
@@ -125,14 +127,15 @@ def target_greedy(pair: Pair, prompt: list[int], max_new: int) -> list[int]:
     check_prompt(len(prompt), max_pos)
     max_new = min(max_new, max_pos - len(prompt))
     eos = pair.tokenizer.eos_token_id
-    out, cache = _step(pair.target, None, input_ids=torch.tensor([prompt]))
+    dev = next(pair.target.parameters()).device
+    out, cache = _step(pair.target, None, input_ids=torch.tensor([prompt], device=dev))
     new: list[int] = []
     while len(new) < max_new:
         nxt = int(out.logits[0, -1].argmax())
         new.append(nxt)
         if nxt == eos or len(new) == max_new:
             break
-        out, cache = _step(pair.target, cache, input_ids=torch.tensor([[nxt]]))
+        out, cache = _step(pair.target, cache, input_ids=torch.tensor([[nxt]], device=dev))
     return new
 
 
@@ -141,7 +144,7 @@ def hf_generate(pair: Pair, prompt: list[int], max_new: int, assisted: bool) -> 
     """Hugging Face ``target.generate`` (greedy), with ``assistant_model=draft`` when ``assisted``."""
     max_new = min(max_new, pair.max_positions - len(prompt))
     check_prompt(len(prompt), pair.max_positions)
-    ids = torch.tensor([prompt])
+    ids = torch.tensor([prompt], device=next(pair.target.parameters()).device)
     kw = dict(assistant_model=pair.draft) if assisted else {}
     out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new,
                                pad_token_id=pair.tokenizer.pad_token_id, **kw)

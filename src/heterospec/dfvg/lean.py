@@ -22,7 +22,7 @@ class LeanDecoder:
         cfg = model.config
         if cfg.model_type != "qwen2":
             raise UserError(f"the lean draft decoder runs Qwen2 checkpoints; this draft is '{cfg.model_type}' "
-                            f"(use dfvg.draft_kernel=hf)")
+                            f"(dfvg.draft_kernel=auto or hf runs it)")
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
@@ -108,3 +108,61 @@ class LeanDecoder:
                 self.v[:, :, n:n + m] = self.v[:, :, idx]
             n += m
         self.length = n
+
+
+class HfDecoder:
+    """The same interface over the Hugging Face forward and a DynamicCache (any causal LM whose attention takes a
+    prepared 4D mask): for drafts the lean decoder does not cover (Llama, OPT, Qwen3). Slower per call."""
+
+    def __init__(self, model):
+        from transformers import DynamicCache
+        import inspect
+        self.model = model
+        self.max_positions = int(model.config.max_position_embeddings)
+        self.cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._new = lambda: DynamicCache(config=model.config)
+        self.cache = self._new()
+        self.length = 0
+        self.passes = 0
+
+    def reset(self) -> None:
+        self.cache, self.length = self._new(), 0
+
+    @torch.no_grad()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
+                logits_rows: slice | None = None) -> torch.Tensor:
+        n = tokens.shape[0]
+        if mask is None:
+            mask = torch.ones((n, self.length + n), dtype=torch.bool).tril_(self.length)
+        dev = next(self.model.parameters()).device
+        out = self.model(input_ids=tokens[None].to(dev), position_ids=positions[None].to(dev),
+                         attention_mask={"full_attention": mask[None, None].to(dev)}, use_cache=True,
+                         **{self.cache_arg: self.cache})
+        self.length += n
+        self.passes += 1
+        logits = out.logits[0]
+        return (logits if logits_rows is None else logits[logits_rows]).float().cpu()
+
+    def keep(self, n: int, extra_slots: list[int] | None = None) -> None:
+        idx = list(range(n)) + list(extra_slots or [])
+        if idx == list(range(len(idx))):
+            if self.length > len(idx):
+                self.cache.crop(len(idx) - self.length)
+        else:
+            sel = torch.tensor(idx, dtype=torch.long)
+            for layer in self.cache.layers:
+                layer.keys = layer.keys.index_select(-2, sel.to(layer.keys.device))
+                layer.values = layer.values.index_select(-2, sel.to(layer.values.device))
+        self.length = len(idx)
+
+
+def draft_decoder(model, kernel: str = "auto"):
+    """``lean`` (Qwen2 only), ``hf``, or ``auto``: lean for Qwen2 checkpoints, else hf."""
+    if kernel == "auto":   # the lean decoder keeps its buffers on the CPU
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        kernel = "lean" if model.config.model_type == "qwen2" and on_cpu else "hf"
+    if kernel == "lean":
+        return LeanDecoder(model)
+    if kernel == "hf":
+        return HfDecoder(model)
+    raise UserError(f"dfvg.draft_kernel={kernel!r}: expected auto, lean or hf")

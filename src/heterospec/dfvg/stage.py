@@ -42,7 +42,8 @@ def open_pair(cfg: DictConfig, paths: RunPaths) -> Pair:
     from heterospec.models.stage import read_manifest
     draft = read_manifest(paths.model_manifest("draft"))["path"]
     target = read_manifest(paths.model_manifest("target"))["path"]
-    return load_pair(draft, target, cfg.models.target.dtype)
+    dev = cfg.system.torch_devices
+    return load_pair(draft, target, cfg.models.target.dtype, (dev.get("draft", "cpu"), dev.get("target", "cpu")))
 
 
 def strategy(cfg: DictConfig, name: str):
@@ -57,7 +58,7 @@ def run_method(pair: Pair, cfg: DictConfig, method: str, items: list[tuple[str, 
     if method not in METHODS:
         raise UserError(f"unknown DFVG method '{method}'; choose one of {list(METHODS)}")
     d = cfg.dfvg
-    decoder = SpeculativeDecoder(pair, d.temperature, d.seed) if method in STRATEGIES else None
+    decoder = SpeculativeDecoder(pair, d.temperature, d.seed, d.draft_kernel) if method in STRATEGIES else None
     gens, rounds = [], []
     for pid, ids in items:
         t0 = time.perf_counter()

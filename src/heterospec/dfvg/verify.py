@@ -65,6 +65,7 @@ class Verifier:
     def __init__(self, model, temperature: float = 0.0, seed: int = 0):
         from transformers import DynamicCache
         self.model = model
+        self.device = next(model.parameters()).device
         self.temperature = temperature
         self.gen = torch.Generator().manual_seed(seed)
         self.max_positions = int(model.config.max_position_embeddings)
@@ -82,7 +83,7 @@ class Verifier:
         self.cache, self.cached = self._new_cache(), 0
         if len(prompt) > 1:
             with torch.no_grad():
-                self.model(input_ids=torch.tensor([prompt[:-1]]), use_cache=True, logits_to_keep=1,
+                self.model(input_ids=torch.tensor([prompt[:-1]], device=self.device), use_cache=True, logits_to_keep=1,
                            **{self.cache_arg: self.cache})
             self.cached = len(prompt) - 1
 
@@ -100,9 +101,10 @@ class Verifier:
         mask4 = mask[None, None]
         if self.additive_mask:
             mask4 = torch.zeros(mask4.shape, dtype=self.model.dtype).masked_fill_(~mask4, torch.finfo(self.model.dtype).min)
-        out = self.model(input_ids=ids, position_ids=pos, attention_mask={"full_attention": mask4}, use_cache=True,
-                         **{self.cache_arg: self.cache})
-        logits = out.logits[0]
+        dev = self.device
+        out = self.model(input_ids=ids.to(dev), position_ids=pos.to(dev), attention_mask={"full_attention": mask4.to(dev)},
+                         use_cache=True, **{self.cache_arg: self.cache})
+        logits = out.logits[0].float().cpu()
         if self.temperature > 0:
             path, nxt = sample_walk(tree, torch.softmax(logits.float() / self.temperature, -1), self.gen)
         else:
@@ -116,7 +118,7 @@ class Verifier:
             if n - len(path) > 0:
                 self.cache.crop(-(n - len(path)))
         else:
-            idx = torch.cat([torch.arange(L), torch.tensor(path, dtype=torch.long) + L])
+            idx = torch.cat([torch.arange(L), torch.tensor(path, dtype=torch.long) + L]).to(self.device)
             for layer in self.cache.layers:
                 layer.keys = layer.keys.index_select(-2, idx)
                 layer.values = layer.values.index_select(-2, idx)
