@@ -106,7 +106,8 @@ def _serve(spec: RoleSpec, conn, cancel) -> None:
             return
         try:
             if method == "write":
-                result = role.write(*args, cancelled=lambda rid=req_id: cancel.value == rid)
+                # cancelling request N stops it and anything older still running: requests run in order
+                result = role.write(*args, cancelled=lambda rid=req_id: cancel.value >= rid)
             elif method == "stats":
                 result = role_stats(role)
             else:
@@ -168,7 +169,7 @@ class ProcessRole:
         return self.submit(method, *args).result()
 
     def cancel(self, handle: Handle) -> None:
-        self.cancel_value.value = handle.req_id
+        self.cancel_value.value = max(self.cancel_value.value, handle.req_id)
 
     def _receive(self) -> None:
         try:
