@@ -239,10 +239,10 @@ class DfvgFeedbackConfig:
 class DfvgTreeConfig:
     """Confidence-driven dynamic draft tree: expand the likeliest nodes, prune unconfident branches."""
     max_width: int = 8               # nodes drafted per level: at most the FPGA's draft lanes (one weight pass)
-    max_depth: int = 8               # levels, i.e. draft passes per tree
+    max_depth: int = 16              # levels, i.e. draft passes per tree
     max_nodes: int = 32              # nodes kept for verification (best cumulative draft log-prob)
     top_k: int = 4                   # children considered per expanded node
-    min_confidence: float = 0.02     # a branch stops once its cumulative draft probability falls below this
+    min_confidence: float = 0.4      # a branch stops once its cumulative draft probability falls below this
 
 
 @dataclass

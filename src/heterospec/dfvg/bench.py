@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 
 import pyarrow as pa
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec.cli import format_table
-from heterospec.dfvg.stage import STRATEGIES, open_pair, prompts, run_method, strategy
+from heterospec.dfvg.stage import open_pair, prompts, run_method
 from heterospec.dfvg.strategies import Chain, Tree
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
 from heterospec.paths import RunPaths
@@ -35,16 +34,11 @@ def _tau_rows(rounds: list[dict], label: str) -> tuple:
             round(sum(r["depth"] for r in rounds) / n, 2), round(sum(r["draft_passes"] for r in rounds) / n, 2))
 
 
-def _decode(pair, cfg, items, name, strat):
-    """run_method for a strategy object not in the config (the equal-budget comparisons)."""
+def _decode(pair, cfg, items, strat):
+    """Round traces of a strategy built outside the config (the equal-budget comparisons)."""
     from heterospec.dfvg.engine import SpeculativeDecoder
-    dec = SpeculativeDecoder(pair)
-    out = []
-    for pid, ids in items:
-        s = strat()
-        _, rs = dec.generate(ids, s, cfg.dfvg.max_new_tokens)
-        out += rs
-    return out
+    dec = SpeculativeDecoder(pair, draft_kernel=cfg.dfvg.draft_kernel)
+    return [r for _, ids in items for r in dec.generate(ids, strat(), cfg.dfvg.max_new_tokens)[1]]
 
 
 def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int = 3, n_prompts: int = 0) -> None:
@@ -56,6 +50,11 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
     print(f"DFVG bench — run {cfg.name}, models {cfg.models.name}, {len(items)} prompts, max {cfg.dfvg.max_new_tokens} "
           f"new tokens, {torch.get_num_threads()} thread(s); load average at start: {_load()}")
     methods = ["target_greedy", "hf_assisted", *cfg.dfvg.strategies]
+    # the same strategies with the draft on Hugging Face's forward instead of the lean decoder: what the
+    # algorithm gains without the draft kernel
+    hf_kernel = OmegaConf.merge(cfg, {"dfvg": {"draft_kernel": "hf"}})
+    variants = {f"{s} (hf draft kernel)": s for s in ("chain", "tree") if s in cfg.dfvg.strategies}
+    methods += list(variants)
     run_method(pair, cfg, "target_greedy", items[:3])                      # warm up both models
     ref_rows, _ = run_method(pair, cfg, "target_greedy", items)
     reference = {g["prompt_id"]: g["token_ids"] for g in ref_rows}
@@ -64,7 +63,10 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
     for _ in range(repeats):
         for m in methods:
             t0 = time.perf_counter()
-            gens, rounds = run_method(pair, cfg, m, items, reference)
+            if m in variants:
+                gens, rounds = run_method(pair, hf_kernel, variants[m], items, reference)
+            else:
+                gens, rounds = run_method(pair, cfg, m, items, reference)
             wall = time.perf_counter() - t0
             if wall < best.get(m, float("inf")):
                 best[m] = wall
@@ -76,15 +78,25 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
     rows = [_tau_rows(results[s][1], s) for s in cfg.dfvg.strategies]
     cols = ["strategy", "rounds", "tau", "acceptance", "draft_efficiency", "nodes", "depth", "draft_passes"]
     print(format_table(cols, rows))
+    # the tree drafts a different number of tokens every round: compare it with the chains just shorter and
+    # just longer than its mean, interpolated to the same mean number of drafted tokens
     t = cfg.dfvg.tree
-    eq = []
-    for k in (4, 8):
-        chain = _decode(pair, cfg, items, f"chain{k}", lambda k=k: Chain(k))
-        tree = _decode(pair, cfg, items, f"tree{k}",
-                       lambda k=k: Tree(t.max_width, k, k, t.top_k, t.min_confidence))
-        eq += [_tau_rows(chain, f"chain, {k} drafted"), _tau_rows(tree, f"tree, at most {k} drafted")]
-    print("\nEqual drafted tokens per round (tree: width <= lanes, the same depth bound, at most k nodes)")
-    print(format_table(cols, eq))
+    tree_rows = results["tree"][1] if "tree" in results else _decode(pair, cfg, items, lambda: Tree(
+        t.max_width, t.max_depth, t.max_nodes, t.top_k, t.min_confidence))
+    n_tree = sum(r["nodes"] for r in tree_rows) / len(tree_rows)
+    lo, hi = int(n_tree), int(n_tree) + 1
+    chains = {k: _decode(pair, cfg, items, lambda k=k: Chain(k)) for k in (lo, hi)}
+    tau = {k: (sum(r["accepted"] for r in rs) + len(rs)) / len(rs) for k, rs in chains.items()}
+    tau_chain = tau[lo] + (n_tree - lo) * (tau[hi] - tau[lo])
+    tau_tree = (sum(r["accepted"] for r in tree_rows) + len(tree_rows)) / len(tree_rows)
+    capped = _decode(pair, cfg, items, lambda: Tree(t.max_width, 8, 8, t.top_k, 0.0))   # branching alone
+    eq = [_tau_rows(tree_rows, "tree (dfvg.tree)"), _tau_rows(chains[lo], f"chain {lo}"),
+          _tau_rows(chains[hi], f"chain {hi}"), _tau_rows(results["chain"][1], "chain 8") if "chain" in results
+          else None, _tau_rows(capped, "tree, <= 8 nodes, depth <= 8, no pruning")]
+    print(f"\nEqual drafted tokens per round: the tree drafts {n_tree:.2f} on average; chains of {lo} and {hi} "
+          f"interpolated to {n_tree:.2f} give τ {tau_chain:.3f}; the tree's τ is {tau_tree:.3f} "
+          f"({100 * (tau_tree / tau_chain - 1):+.1f} %)")
+    print(format_table(cols, [r for r in eq if r is not None]))
 
     # 2. wall clock
     tokens = {m: sum(g["new_tokens"] for g in results[m][0]) for m in methods}

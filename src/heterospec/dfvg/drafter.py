@@ -102,7 +102,7 @@ class Drafter:
         # candidates: cumulative log-prob, token, parent node (children of the root first)
         lp, tok = torch.log_softmax(logits[-1].float(), -1).topk(plan.top_k)
         cand_lp, cand_tok, cand_par = lp, tok, torch.full_like(tok, root)
-        anc = torch.zeros((0, 0), dtype=torch.bool)       # [fed, fed]: fed tree node -> its fed ancestors + self
+        anc = None                                         # [fed, fed]: fed tree node -> its fed ancestors + self
         fed_of = {}                                        # node -> index among fed tree nodes
         kept_lp: list[float] = []
         for level in range(1, levels + 1):
@@ -119,19 +119,24 @@ class Drafter:
             if level == levels:
                 break
             # feed this level: each node sees the context, its fed ancestors and itself
-            m, f = len(nodes), anc.shape[0]
-            rows = torch.zeros((m, f + m), dtype=torch.bool)
-            par_fed = [fed_of.get(p, -1) for p in sel_par]
-            if f and any(q >= 0 for q in par_fed):
-                idx = torch.tensor([max(q, 0) for q in par_fed])
-                rows[:, :f] = anc[idx] & torch.tensor([q >= 0 for q in par_fed])[:, None]
-            rows[:, f:] = torch.eye(m, dtype=torch.bool)
-            anc = torch.cat([torch.cat([anc, torch.zeros((f, m), dtype=torch.bool)], 1), rows], 0)
+            m, f = len(nodes), len(fed_of)
+            if anc is None and m == 1 and fed_of.get(sel_par[0], -1) == f - 1:
+                mask = None                                # still one chain: the causal pass is the tree pass
+            else:
+                if anc is None:                            # the first branch: the chain so far, as a mask
+                    anc = torch.ones((f, f), dtype=torch.bool).tril_()
+                rows = torch.zeros((m, f + m), dtype=torch.bool)
+                par_fed = [fed_of.get(p, -1) for p in sel_par]
+                if f and any(q >= 0 for q in par_fed):
+                    idx = torch.tensor([max(q, 0) for q in par_fed])
+                    rows[:, :f] = anc[idx] & torch.tensor([q >= 0 for q in par_fed])[:, None]
+                rows[:, f:] = torch.eye(m, dtype=torch.bool)
+                anc = torch.cat([torch.cat([anc, torch.zeros((f, m), dtype=torch.bool)], 1), rows], 0)
+                mask = torch.cat([torch.ones((m, self.base), dtype=torch.bool), rows], 1)   # fed nodes follow the base
             slot0 = self.dec.length
             for j, node in enumerate(nodes):
                 fed_of[node] = f + j
                 self.slots[node] = slot0 + j
-            mask = torch.cat([torch.ones((m, self.base), dtype=torch.bool), rows], 1)   # fed nodes follow the base
             pos = torch.full((m,), self.base - 1 + level, dtype=torch.long)
             out = self.dec.forward(torch.tensor(sel_tok), pos, mask)
             lp, tok = torch.log_softmax(out.float(), -1).topk(plan.top_k, dim=-1)         # [m, k]
