@@ -1,6 +1,7 @@
 """A collect session: the three devices, started once, running problem after problem."""
 from __future__ import annotations
 
+import os
 import time
 
 from heterospec.errors import UserError
@@ -10,11 +11,22 @@ from heterospec.reasoning.executors import Sequential, StepAhead
 from heterospec.reasoning.workers import LocalRole, ProcessRole, RoleSpec
 
 EXECUTORS = ("sequential", "step_ahead")
-# On one machine standing in for three devices, the target's speculative prefetch must not take CPU
-# from the draft and PRM on the critical path, as it could not on its own GPU: it runs at a lower OS
-# priority. A sequential run is unaffected (one role works at a time); a rescue that waits for the
-# target leaves it the only busy worker.
-TARGET_NICE = 10
+
+
+def cpu_placement(devices: dict[str, str]) -> dict[str, tuple[tuple[int, ...], int]]:
+    """(cores, nice) per role when the roles share this machine's CPU instead of owning a device each.
+
+    Each role gets a core of its own while there are three; on two cores the target shares the PRM's
+    core at a lower priority, so its speculative prefetch uses what the PRM leaves and never slows the
+    draft (as it could not on a GPU of its own). A sequential run is unaffected: one role works at a time.
+    """
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    on_cpu = [r for r in ("draft", "prm", "target") if devices[r] == "cpu"]
+    if len(cores) < 2 or len(on_cpu) < 3:
+        return {r: ((), 0) for r in devices}
+    if len(cores) >= 3:
+        return {"draft": ((cores[0],), 0), "prm": ((cores[1],), 0), "target": ((cores[2],), 0)}
+    return {"draft": ((cores[0],), 0), "prm": ((cores[1],), 0), "target": ((cores[1],), 10)}
 
 
 class Session:
@@ -33,6 +45,7 @@ class Session:
         Role = ProcessRole if processes else LocalRole
         m, alg = cfg.models, cfg.algorithm
         self.roles = {}
+        placement = cpu_placement(self.devices) if processes else {r: ((), 0) for r in self.devices}
         try:
             for r in ("draft", "prm", "target"):
                 self.roles[r] = Role(RoleSpec(role=r, path=checkpoints[r], device=self.devices[r],
@@ -40,7 +53,7 @@ class Session:
                                               delimiter=m.step_separator, step_token=m.prm_step_token,
                                               temperature=alg.temperature,
                                               quantized=r == "draft" and m.draft.quantized,
-                                              nice=TARGET_NICE if r == "target" and processes else 0))
+                                              cpus=placement[r][0], nice=placement[r][1]))
         except BaseException:
             self.close()
             raise
@@ -57,7 +70,7 @@ class Session:
     def prompt_ids(self, question: str) -> list[int]:
         from heterospec.models.prompts import format_prompt
         text = format_prompt(self.cfg.models.prompt, question, self.tokenizer)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer(text)["input_ids"]  # with the special tokens the models were trained with (bos)
 
     def run(self, problem, alg, executor: str, ex=None) -> dict[str, list[dict]]:
         """Solve one problem; its rows for the calls, problems and kvmu tables (run fields not filled)."""

@@ -29,6 +29,7 @@ class RoleSpec:
     step_token: str = "<extra_0>"
     temperature: float = 0.0
     quantized: bool = False  # draft only: path is a W8A8 export (models.draft.quantized)
+    cpus: tuple[int, ...] = ()  # CPU cores the worker is pinned to (empty: any)
     nice: int = 0         # OS priority offset of the worker (speculative roles yield the CPU to the critical path)
 
 
@@ -67,7 +68,7 @@ def build_role(spec: RoleSpec):
         model = getattr(prm, "model", prm)
 
         def prefix_ids(question: str) -> list[int]:
-            return tokenizer(format_prompt(spec.prompt, question, tokenizer), add_special_tokens=False)["input_ids"]
+            return tokenizer(format_prompt(spec.prompt, question, tokenizer))["input_ids"]  # bos as in training
         return StepScorer(model, tokenizer, prefix_ids, spec.step_token, spec.delimiter)
     if spec.quantized:  # the W8A8 export of the quantize stage, run as the FPGA computes it
         from heterospec.quantize.model import load_quantized_draft
@@ -86,6 +87,8 @@ def role_stats(role) -> dict:
 
 def _serve(spec: RoleSpec, conn, cancel) -> None:
     """Worker loop: build the role, then answer (req_id, method, args) requests in order."""
+    if spec.cpus:
+        os.sched_setaffinity(0, spec.cpus)
     if spec.nice:
         os.nice(spec.nice)
     try:
