@@ -148,6 +148,19 @@ def test_compacted_caches_equal_a_fresh_prefill(ci):
         assert torch.allclose(lean, pair.draft(input_ids=torch.tensor([ctx])).logits[0, -1], atol=1e-4)
 
 
+def test_sampling_runs_end_to_end_and_is_seeded(ci):
+    """Temperature 1 on real models: valid tokens, the same ones for the same seed, other ones for another seed."""
+    cfg, _, pair = ci
+    items = prompts(cfg, pair.tokenizer)[:3]
+    runs = {}
+    for seed in (0, 0, 1):
+        dec = SpeculativeDecoder(pair, temperature=1.0, seed=seed)
+        runs.setdefault(seed, []).append([dec.generate(ids, strategy(cfg, "tree"), 48)[0] for _, ids in items])
+    assert runs[0][0] == runs[0][1] and runs[0][0] != runs[1][0]
+    vocab = pair.target.config.vocab_size
+    assert all(0 <= t < vocab for out in runs[1][0] for t in out)
+
+
 def test_trees_stay_within_the_lanes_and_adapt(ci):
     cfg, _, pair = ci
     t = cfg.dfvg.tree
