@@ -51,6 +51,7 @@ class Drafter:
         self.slots: list[int] = []        # per node of the last tree: its slot, or -1 if never fed
         self.base = 0                     # slots before the last tree's nodes
         self.guess: int | None = None     # the draft's argmax before the last context token (see build)
+        self.top_child: dict[int, int] = {}  # fed node of the last tree -> the draft's argmax after it
 
     def reset(self) -> None:
         self.ids, self.slots, self.base = [], [], 0
@@ -71,9 +72,11 @@ class Drafter:
             tree.add(t, len(tree) - 1, 0.0)
         self.base = len(seq)
         self.slots = [len(context) + i for i in range(len(tree))]   # the carry is fed with the context
+        self.top_child = {i: t for i, t in enumerate(carry[1:])}
         levels = min(plan.depth - len(carry), self.max_positions - len(seq))
         if levels <= 0:
-            self.dec.forward(torch.tensor(new), torch.arange(keep, len(seq)), None, slice(-1, None))
+            out = self.dec.forward(torch.tensor(new), torch.arange(keep, len(seq)), None, slice(-1, None))
+            self.top_child[len(tree) - 1] = int(out[-1].argmax())
             self.guess = None
             return tree
         logits = self.dec.forward(torch.tensor(new), torch.arange(keep, len(seq)), None, slice(-2, None))
@@ -88,6 +91,7 @@ class Drafter:
         """Greedy chain: each node attends every slot before it, so the plain causal pass needs no mask."""
         for level in range(1, levels + 1):
             token = int(logits[-1].argmax())
+            self.top_child[len(tree) - 1] = token            # (-1: the root)
             tree.add(token, len(tree) - 1, 0.0)
             if level == levels:
                 self.slots.append(-1)
@@ -102,6 +106,7 @@ class Drafter:
         # candidates: cumulative log-prob, token, parent node (children of the root first)
         lp, tok = torch.log_softmax(logits[-1].float(), -1).topk(plan.top_k)
         cand_lp, cand_tok, cand_par = lp, tok, torch.full_like(tok, root)
+        self.top_child[root] = int(tok[0])
         anc = None                                         # [fed, fed]: fed tree node -> its fed ancestors + self
         fed_of = {}                                        # node -> index among fed tree nodes
         kept_lp: list[float] = []
@@ -143,6 +148,7 @@ class Drafter:
             cand_lp = (lp + torch.tensor(sel_lp)[:, None]).flatten()
             cand_tok = tok.flatten()
             cand_par = torch.tensor(nodes).repeat_interleave(plan.top_k)
+            self.top_child.update(zip(nodes, tok[:, 0].tolist()))
         return self._rerank(tree, budget)
 
     def _rerank(self, tree: DraftTree, budget: int) -> DraftTree:
@@ -156,6 +162,8 @@ class Drafter:
             p = tree.parents[old]
             out.add(tree.tokens[old], new_of[p] if p >= 0 else -1, tree.logps[old])
         self.slots = [self.slots[i] for i in best]
+        self.top_child = {new_of.get(n, -1) if n >= 0 else -1: t for n, t in self.top_child.items()
+                          if n < 0 or n in new_of}
         return out
 
     def accept(self, context_len: int, tree: DraftTree, path: list[int]) -> None:

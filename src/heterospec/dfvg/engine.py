@@ -96,13 +96,15 @@ class SpeculativeDecoder:
             window = tree.prefix(plan.verify) if plan.verify and len(tree) > plan.verify else tree
             path, nxt = self.verifier.verify(ctx, window)
             t2 = time.perf_counter()
+            # the overlapped schedule's guess: the draft's main path accepted and its next token the target's
+            # (None: the main path's leaf was never fed; the next round's first pass tells)
+            guess_hit = False
+            if path == window.main_path():
+                top = self.drafter.top_child.get(path[-1] if path else -1)
+                guess_hit = None if top is None else top == nxt
             keep, carry = path, []
-            main = path == window.main_path()
-            guess_hit = None if main else False     # None: known next round, from the draft's guess of the bonus
-            if window is not tree and len(path) == len(window):
-                guess_hit = tree.tokens[len(window)] == nxt
-                if guess_hit:                        # the chain drafted beyond the window continues
-                    keep, carry = list(range(len(tree))), tree.tokens[len(window) + 1:]
+            if window is not tree and len(path) == len(window) and tree.tokens[len(window)] == nxt:
+                keep, carry = list(range(len(tree))), tree.tokens[len(window) + 1:]   # the chain drafted on continues
             self.drafter.accept(len(ctx), tree, keep)
             ctx += [window.tokens[i] for i in path] + [nxt]
             strategy.update(len(window), len(path))
