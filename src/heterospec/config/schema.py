@@ -138,6 +138,9 @@ class SystemConfig:
     link: LinkConfig = field(default_factory=LinkConfig)
     # torch device each role's model runs on when the collect stage runs it for real
     torch_devices: dict[str, str] = field(default_factory=lambda: {"draft": "cpu", "prm": "cpu", "target": "cpu"})
+    # device -> the device whose core it shares at a lower priority: it progresses only while that one is idle
+    # (the replay models it; cpu3 on a 2-core machine: {target: prm}, as reasoning.session.cpu_placement pins them)
+    yields_to: dict[str, str] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- schedule

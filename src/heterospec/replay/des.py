@@ -4,7 +4,9 @@ Four resources: the ``draft``, ``prm`` and ``target`` devices and the ``link``. 
 (:mod:`heterospec.replay.schedules`) turns one problem's steps into *operations*: "run this for that long on that
 resource, after those operations" (optionally "... but stop when that operation ends", for a prefetch or a
 speculative draft that is cancelled by a decision). Each resource runs its operations in the order the policy
-issued them (an in-order stream, like a CUDA stream or the FPGA's command queue).
+issued them (an in-order stream, like a CUDA stream or the FPGA's command queue). A device may *yield to* another
+(``SystemConfig.yields_to``, e.g. cpu3 on two cores: the target runs on the PRM's core at a lower OS priority): its
+operations then progress only while that device is idle, so they take longer than their work (``Op.work``).
 
 Two engines execute the same operations and give the same times:
 
@@ -13,7 +15,8 @@ Two engines execute the same operations and give the same times:
 * ``fast`` — the same rule computed directly: start = max(resource free, dependencies' ends). Used for grids
   (SimPy's per-event overhead is ~50x larger); tests check the two agree.
 
-From the operation log come the metrics (``RESULTS_SCHEMA``): latency, accepted tokens, goodput, energy per device
+A profile's ``problem_ms`` (the measured profile: controller time before the first and after the last call) is
+added to every problem's latency. From the operation log come the metrics (``RESULTS_SCHEMA``): latency, accepted tokens, goodput, energy per device
 (active power while busy, idle power otherwise, over the problem's latency), J/token, stall (time between a
 rejection and the target's output), communication time and share, discarded tokens and their energy, and a lower
 bound: max(each resource's busy time, the dependency chain with realised durations); efficiency = bound / latency.
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
@@ -53,6 +56,7 @@ class SystemParams:
     kinds: dict
     link_bandwidth_gbs: float = 16.0
     link_latency_us: float = 1.0
+    yields_to: dict = field(default_factory=dict)   # device -> device whose core it shares at a lower priority
 
     @classmethod
     def from_config(cls, cfg: Any) -> "SystemParams":
@@ -67,14 +71,21 @@ class SystemParams:
         try:
             devs = {r: get(cfg, r) for r in DEVICES}
             link = get(cfg, "link") or {}
-            return cls(name=str(get(cfg, "name")),
+            sysp = cls(name=str(get(cfg, "name")),
                        power_active_w={r: float(get(devs[r], "power_active_w")) for r in DEVICES},
                        power_idle_w={r: float(get(devs[r], "power_idle_w")) for r in DEVICES},
                        kinds={r: str(get(devs[r], "kind", "gpu")) for r in DEVICES},
                        link_bandwidth_gbs=float(get(link, "bandwidth_gbs", 16.0)),
-                       link_latency_us=float(get(link, "latency_us", 1.0)))
+                       link_latency_us=float(get(link, "latency_us", 1.0)),
+                       yields_to={str(k): str(v) for k, v in dict(get(cfg, "yields_to") or {}).items()})
         except (TypeError, ValueError) as e:
             raise UserError(f"system config '{get(cfg, 'name')}': missing or bad power/link field ({e})") from None
+        for k, v in sysp.yields_to.items():
+            if k not in DEVICES or v not in DEVICES or k == v:
+                raise UserError(f"system config '{sysp.name}': yields_to {k}: {v} must name two of {list(DEVICES)}")
+            if v in sysp.yields_to:
+                raise UserError(f"system config '{sysp.name}': yields_to chains {k} -> {v} -> {sysp.yields_to[v]}")
+        return sysp
 
     def link_ms(self, nbytes: float) -> float:
         if nbytes <= 0:
@@ -112,6 +123,8 @@ class Problem:
     kvt: list
     path: list
     trace_set: str = ""
+    scored: list | None = None   # per step: the PRM scores the target's step (None: every one, as in BRSD)
+    r: list | None = None        # per step: tokens of a failed rescue before a backtrack (None: none)
 
     @property
     def accepted_tokens(self) -> int:
@@ -129,7 +142,8 @@ class Problem:
 
 def problems_from_steps(steps: pa.Table) -> list[Problem]:
     cols = steps.select(["dataset", "problem", "prompt_tokens", "outcome", "draft_tokens", "target_tokens",
-                         "kv_verify", "kv_target", "path_tokens", "trace_set"]).to_pydict()
+                         "kv_verify", "kv_target", "path_tokens", "trace_set", "target_scored",
+                         "rescue_tokens"]).to_pydict()
     out: list[Problem] = []
     n = len(cols["problem"])
     i = 0
@@ -140,7 +154,8 @@ def problems_from_steps(steps: pa.Table) -> list[Problem]:
             j += 1
         out.append(Problem(key[1], key[2], cols["prompt_tokens"][i], cols["outcome"][i:j],
                            cols["draft_tokens"][i:j], cols["target_tokens"][i:j], cols["kv_verify"][i:j],
-                           cols["kv_target"][i:j], cols["path_tokens"][i:j], key[0]))
+                           cols["kv_target"][i:j], cols["path_tokens"][i:j], key[0], cols["target_scored"][i:j],
+                           cols["rescue_tokens"][i:j]))
         i = j
     return out
 
@@ -149,13 +164,14 @@ def problems_from_steps(steps: pa.Table) -> list[Problem]:
 class Op:
     """One operation. ``dur`` is ms or a callable evaluated when the op starts (it may read earlier ops' times)."""
     __slots__ = ("res", "dur", "deps", "until", "kind", "disc", "role", "kv", "cap", "ref", "start", "end", "ev",
-                 "chain")
+                 "chain", "work")
 
     def __init__(self, res, dur, deps, until, kind, disc, role, kv, cap, ref, start=math.nan, end=math.nan,
                  chain=math.nan):
         self.res, self.dur, self.deps, self.until = res, dur, deps, until
         self.kind, self.disc, self.role, self.kv, self.cap, self.ref = kind, disc, role, kv, cap, ref
         self.start, self.end, self.chain = start, end, chain
+        self.work = end - start   # ms of progress: less than end - start while it yielded to another device
         self.ev = None
 
     @property
@@ -195,8 +211,7 @@ class Tally:
         self.discarded: list[Op] = []
 
     def add(self, op: Op) -> None:
-        ln = op.end - op.start
-        self.busy[op.res] += ln
+        self.busy[op.res] += op.work
         if op.end > self.latency:
             self.latency = op.end
         if op.chain > self.longest:
@@ -220,14 +235,38 @@ class Tally:
         return t
 
 
+def _yielding(owner_iv: list, s: float, dur: float, stop: float) -> tuple[float, float]:
+    """(end, work) of ``dur`` ms of work from ``s`` that progresses only outside the owner's busy intervals
+    (sorted, disjoint), stopped at ``stop`` at the latest."""
+    t, left = s, dur
+    for a, b in owner_iv:
+        if b <= t:
+            continue
+        if a > t:                      # the owner is idle until a
+            run = min(left, a - t, stop - t)
+            t, left = t + run, left - run
+            if left <= 0 or t >= stop:
+                return t, dur - left
+        t = min(max(t, b), stop)       # the owner is busy until b
+        if t >= stop:
+            return t, dur - left
+    run = min(left, stop - t)
+    return t + run, dur - left + run
+
+
 class FastEngine(Engine):
     """start = max(resource free, dependency ends); end = start + dur, or the cancelling op's end if earlier.
-    Also the dependency-chain length (``Op.chain``) for the lower bound, and the metrics' tally as it goes."""
+    Also the dependency-chain length (``Op.chain``) for the lower bound, and the metrics' tally as it goes.
 
-    def __init__(self):
+    A device that yields to another (``yields``) works only in the gaps of the other's operations issued before
+    its own; the policies issue a step's PRM operation before the target operations that overlap it."""
+
+    def __init__(self, yields: dict | None = None):
         super().__init__()
         self.free = dict.fromkeys(RESOURCES, 0.0)
         self.tally = Tally()
+        self.yields = yields or {}
+        self.iv = {o: [] for o in self.yields.values()}   # the owners' busy intervals, in order
 
     def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None):
         s = self.free[res]
@@ -239,19 +278,28 @@ class FastEngine(Engine):
                 c = d.chain
         if callable(dur):   # evaluated at its start; resolved so the metrics read a number
             dur = dur()
-        e = s + dur
+        stop = math.inf
         if until is not None:
-            u = until.end
-            if u != u:
+            stop = until.end
+            if stop != stop:
                 raise RuntimeError("an operation's cancelling op must be issued before it")
-            if u < e:
-                e = u if u > s else s
+            if stop < s:
+                stop = s
+        owner = self.yields.get(res)
+        if owner is None:
+            e = s + dur if s + dur < stop else stop
+            w = e - s
+        else:
+            e, w = _yielding(self.iv[owner], s, dur, stop)
         c += e - s
         op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, s, e, c)
+        op.work = w
         self.ops.append(op)
         self.free[res] = e
+        if res in self.iv and e > s:
+            self.iv[res].append((s, e))
         t = self.tally   # Tally.add, inlined: this is the simulator's innermost loop
-        t.busy[res] += e - s
+        t.busy[res] += w
         if e > t.latency:
             t.latency = e
         if c > t.longest:
@@ -266,10 +314,14 @@ class FastEngine(Engine):
 class SimpyEngine(Engine):
     """Every operation a SimPy process holding a ``simpy.Resource`` (capacity 1) per device and the link."""
 
-    def __init__(self):
+    def __init__(self, yields: dict | None = None):
         super().__init__()
         self.env = simpy.Environment()
         self.res = {r: simpy.Resource(self.env, capacity=1) for r in RESOURCES}
+        self.yields = yields or {}
+        owners = set(self.yields.values())
+        self.owner_starts = {o: self.env.event() for o in owners}   # fires when an op starts on the owner
+        self.owner_busy = dict.fromkeys(owners)                       # fires when the owner's running op ends
 
     def _issue(self, op: Op) -> None:
         op.ev = self.env.process(self._proc(op))
@@ -282,22 +334,48 @@ class SimpyEngine(Engine):
                 yield env.all_of([d.ev for d in op.deps])
             op.start = env.now
             dur = op.dur = op.dur() if callable(op.dur) else op.dur
-            if op.until is not None:
+            done = None
+            if op.res in self.owner_starts:     # a device others yield to: tell them it is busy now
+                started, self.owner_starts[op.res] = self.owner_starts[op.res], env.event()
+                done = self.owner_busy[op.res] = env.event()
+                started.succeed()
+            owner = self.yields.get(op.res)
+            if owner is not None:
+                yield from self._yielding(op, owner, dur)
+            elif op.until is not None:
                 yield env.timeout(dur) | op.until.ev
             else:
                 yield env.timeout(dur)
             op.end = env.now
+            if owner is None:
+                op.work = op.end - op.start
+            if done is not None:
+                self.owner_busy[op.res] = None
+                done.succeed()
+
+    def _yielding(self, op: Op, owner: str, dur: float):
+        """Progress only while ``owner`` is idle; stop at ``op.until`` (preemption, as the fast engine computes)."""
+        env, stop, left = self.env, op.until.ev if op.until is not None else None, dur
+        while left > 1e-9 and not (stop is not None and stop.triggered):   # (a float left to run may not advance now)
+            busy = self.owner_busy[owner]
+            if busy is not None:
+                yield env.any_of([busy] + ([stop] if stop is not None else []))
+                continue
+            t0 = env.now
+            yield env.any_of([env.timeout(left), self.owner_starts[owner]] + ([stop] if stop is not None else []))
+            left -= env.now - t0
+        op.work = dur if left <= 1e-9 else dur - left
 
     def finish(self) -> None:
         self.env.run()
         self.tally = Tally.of(self.ops)
 
 
-def make_engine(name: str) -> Engine:
+def make_engine(name: str, yields: dict | None = None) -> Engine:
     if name == "fast":
-        return FastEngine()
+        return FastEngine(yields)
     if name == "simpy":
-        return SimpyEngine()
+        return SimpyEngine(yields)
     raise UserError(f"unknown simulation engine '{name}'; choose one of {list(ENGINES)}")
 
 
@@ -342,7 +420,7 @@ def metrics(tally: Tally, prob: Problem, ctx: Ctx) -> dict:
     pa_w = ctx.system.power_active_w
     extra_w = {r: pa_w[r] - ctx.system.power_idle_w[r] for r in DEVICES}
     for op in tally.discarded:
-        ln = op.end - op.start
+        ln = op.work
         disc = op.disc() if callable(op.disc) else op.disc
         if disc and op.res in extra_w:
             e = extra_w[op.res] * ln / 1e3
@@ -376,9 +454,13 @@ def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast
     policy = get_schedule(schedule).policy
     if ctx.profile.context_includes_prompt and prob.prompt:
         prob = prob.with_prompt_in_context()
-    eng = make_engine(engine)
+    eng = make_engine(engine, ctx.system.yields_to)
     policy(prob, ctx, eng)
     eng.finish()
+    oh = ctx.profile.problem_ms
+    if oh:   # controller time outside every call: on the critical path of the whole problem
+        eng.tally.latency += oh
+        eng.tally.longest += oh
     return metrics(eng.tally, prob, ctx), eng.ops
 
 

@@ -37,6 +37,7 @@ class LatencyProfile(ABC):
     bytes_per_token: int = 4            # what one token costs on the link (an int32 id)
     draft_kv_bytes_per_token: int = 0   # draft KV-cache bytes per token (state migration)
     context_includes_prompt: bool = False  # kv arguments count the prompt (the simulator adds it when True)
+    problem_ms: float = 0.0             # per problem, outside every call (the measured profile's controller time)
 
     # --- per role and phase
     @abstractmethod

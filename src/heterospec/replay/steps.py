@@ -5,6 +5,9 @@ the outcome is ``accept`` (the draft's step joins the path), ``rescue`` (the tar
 ``kv_target`` = ``kv_verify`` tokens and they join the path), or ``backtrack`` (the path is cut back to
 ``kv_target`` tokens, ``rollback_tokens`` fewer, and the target writes ``target_tokens`` there). ``path_tokens``
 is the accepted path's length after the step; the last step's value is the problem's accepted tokens.
+``target_scored``: the PRM scores the target's step too (BRSD; RSD trusts a rescue). ``rescue_tokens``: on a
+backtrack, the tokens of the rescue the target wrote first (from ``kv_verify``) and the PRM rejected, which is what
+made it backtrack (our BRSD traces); 0 where the trace lists that rescue as its own step (the artifact's).
 Context lengths exclude the prompt, as in the artifact's model.
 
 Producers:
@@ -25,7 +28,7 @@ from heterospec.store.parquet import read_parquet, versioned, write_parquet
 OUTCOMES = ("accept", "rescue", "backtrack")
 _i32 = pa.int32()
 
-STEPS_SCHEMA = versioned("replay_steps", 2, [
+STEPS_SCHEMA = versioned("replay_steps", 3, [
     pa.field("trace_set", pa.string(), nullable=False),     # which traces: with_bt / no_bt (artifact), collect, ...
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("problem", pa.string(), nullable=False),       # unique within a dataset (file path or problem id)
@@ -40,6 +43,8 @@ STEPS_SCHEMA = versioned("replay_steps", 2, [
     pa.field("kv_target", _i32, nullable=False),            # context the target writes from (after any rollback)
     pa.field("rollback_tokens", _i32, nullable=False),
     pa.field("path_tokens", _i32, nullable=False),          # accepted path length after this step
+    pa.field("target_scored", pa.bool_(), nullable=False),  # the PRM scores the target's step (BRSD)
+    pa.field("rescue_tokens", _i32, nullable=False),        # backtrack: the failed rescue written first (0: none)
 ])
 
 CALLS_SCHEMA = versioned("model_calls", 1, [
@@ -101,16 +106,17 @@ def steps_from_events(events: pa.Table, trace_set: str = "artifact") -> pa.Table
             rows.append(dict(trace_set=trace_set, dataset=cols["dataset"][i], problem=src, source="artifact", step_idx=k,
                              logical_step=step, outcome=outcome, prompt_tokens=cols["prompt_tokens"][i] or 0,
                              draft_tokens=d, target_tokens=t, kv_verify=kv_v, kv_target=kv_v - rb,
-                             rollback_tokens=rb, path_tokens=kv))
+                             rollback_tokens=rb, path_tokens=kv, target_scored=True, rescue_tokens=0))
             k += 1
             i += 1
     return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
 
 
 def steps_from_calls(calls: pa.Table, trace_set: str = "collect") -> pa.Table:
-    """Model-call traces -> steps. Per step: the draft's decode call gives draft tokens and kv_verify; the first
-    target decode call gives target tokens and kv_target; a draft/target prefill with ``phase=prefill`` before the
-    first step gives the prompt length."""
+    """Model-call traces -> steps. Per step: the draft's decode call gives draft tokens and kv_verify; the target's
+    decode calls give target tokens and kv_target (on a backtrack: the first is the failed rescue, the last the
+    rewrite at the anchor); a PRM call after a target decode marks the target's step as scored; a draft/target
+    prefill with ``step_idx`` < 0 gives the prompt length."""
     rows: list[dict] = []
     recs = sorted(calls.to_pylist(), key=lambda r: (r["dataset"], r["problem"], r["call_idx"]))
     by_problem: dict[tuple, list[dict]] = {}
@@ -127,25 +133,33 @@ def steps_from_calls(calls: pa.Table, trace_set: str = "collect") -> pa.Table:
             if r["phase"] == "prefill" and r["step_idx"] < 0:
                 prompt = max(prompt, r["tokens_in"])
                 continue
-            s = steps.setdefault(r["step_idx"], dict(outcome=r["outcome"], d=None, t=0, kvv=None, kvt=None))
+            s = steps.setdefault(r["step_idx"], dict(outcome=r["outcome"], d=None, kvv=None, targets=[],
+                                                      scored=False))
             if r["role"] == "draft" and r["phase"] == "decode" and s["d"] is None:
                 s["d"], s["kvv"] = r["tokens_out"], r["kv_len"]
-            elif r["role"] == "target" and r["phase"] == "decode" and s["kvt"] is None:
-                s["t"], s["kvt"] = r["tokens_out"], r["kv_len"]
+            elif r["role"] == "target" and r["phase"] == "decode":
+                s["targets"].append((r["tokens_out"], r["kv_len"]))
+            elif r["role"] == "prm" and s["targets"]:
+                s["scored"] = True
         path = 0
         for k, idx in enumerate(sorted(steps)):
             s = steps[idx]
             if s["d"] is None:
                 raise UserError(f"{ds}/{prob}: step {idx} has no draft decode call")
-            kvv = s["kvv"] - prompt if s["kvv"] >= prompt else s["kvv"]
-            kvt = kvv if s["kvt"] is None else (s["kvt"] - prompt if s["kvt"] >= prompt else s["kvt"])
-            rb = max(0, kvv - kvt) if s["outcome"] == "backtrack" else 0
-            path = (kvv + s["d"]) if s["outcome"] == "accept" else (kvt + s["t"])
+            unprompt = lambda kv: kv - prompt if kv >= prompt else kv
+            kvv = unprompt(s["kvv"])
+            tg = s["targets"]
+            t, kvt = (tg[-1][0], unprompt(tg[-1][1])) if tg else (0, kvv)
+            bt = s["outcome"] == "backtrack"
+            rb = max(0, kvv - kvt) if bt else 0
+            rescue = tg[0][0] if bt and len(tg) > 1 else 0
+            path = (kvv + s["d"]) if s["outcome"] == "accept" else (kvt + t)
             rows.append(dict(trace_set=trace_set, dataset=ds, problem=prob, source="collect", step_idx=k,
                              logical_step=k + 1,
                              outcome=s["outcome"], prompt_tokens=prompt, draft_tokens=s["d"],
-                             target_tokens=s["t"] if s["outcome"] != "accept" else 0, kv_verify=kvv,
-                             kv_target=kvt, rollback_tokens=rb, path_tokens=path))
+                             target_tokens=t if s["outcome"] != "accept" else 0, kv_verify=kvv,
+                             kv_target=kvt, rollback_tokens=rb, path_tokens=path,
+                             target_scored=s["scored"] or s["outcome"] == "accept", rescue_tokens=rescue))
     return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
 
 

@@ -6,7 +6,8 @@ merged tables beside them are read):
 * per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.steps.CALLS_SCHEMA`) — the contract; the
   executor is the file's path part named like one (``sequential``, ``step_ahead``), else ``sequential``;
 * the collect stage's own ``collect_calls/v1`` (converted: wall = end_ns - start_ns; steps delimited by the draft's
-  attempt-0 proposals, a step with an attempt-2 call is a backtrack, one with an attempt-1 target decode a rescue);
+  attempt-0 proposals, a step with an attempt-2 call is a backtrack (its attempt-1 target call the failed rescue
+  before it), one with an attempt-1 target decode a rescue);
 * per-problem wall latencies from ``collect_problems/v1`` (``latency_s``) when present; without them a sequential
   run's latency is the sum of its calls' wall times.
 
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.measured import MeasuredProfile, fit_calls, read_fit, write_fit
+from heterospec.replay.measured import MeasuredProfile, fit_calls, fit_overheads, read_fit, write_fit
 from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls
 from heterospec.store.parquet import SCHEMA_VERSION_KEY, read_parquet, versioned, write_parquet
 
@@ -117,9 +118,7 @@ def calls_from_collect(t: pa.Table, path: Path) -> pa.Table:
             backtrack = any(r["attempt"] == 2 for r in group)
             rescue = any(r["role"] == "target" and r["phase"] == "decode" and r["attempt"] == 1 for r in group)
             outcome = "backtrack" if backtrack else "rescue" if rescue else "accept"
-            for r in group:
-                if backtrack and r["role"] == "target" and r["attempt"] == 1:
-                    continue   # the failed rescue before a backtrack: its output is discarded
+            for r in group:   # a backtrack step keeps its failed rescue: steps_from_calls reads it as such
                 out.append(dict(dataset=ds, problem=str(prob), step_idx=step, call_idx=k, role=r["role"],
                                 phase=r["phase"], tokens_in=r["tokens_in"], tokens_out=r["tokens_out"],
                                 kv_len=r["kv_len"], outcome=outcome, wall_ms=(r["end_ns"] - r["start_ns"]) / 1e6))
@@ -128,18 +127,39 @@ def calls_from_collect(t: pa.Table, path: Path) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- the measured profile
-def fit_table(calls: dict, run: str = "") -> pa.Table:
-    """Fit on the sequential executor's calls (every trace set), else on everything there is."""
+def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dict | None = None) -> pa.Table:
+    """Fit on the sequential executor's calls (every trace set), else on everything there is; with the collect
+    root, the controller overheads from its sequential ``collect_calls/v1`` rows too."""
     seq = [t for (ts, ex), t in calls.items() if ex == "sequential"] or list(calls.values())
-    return fit_calls(pa.concat_tables(seq), run)
+    fit = fit_calls(pa.concat_tables(seq), run)
+    rows, lat = sequential_rows(root, latency or {}) if root is not None else ([], {})
+    return pa.concat_tables([fit, fit_overheads(rows, lat, run)]) if rows else fit
+
+
+def sequential_rows(root: Path, latency: dict) -> tuple[list[dict], dict]:
+    """The sequential executor's collect_calls/v1 rows (problem ids made unique per trace set and dataset) and
+    their problems' measured latencies, for :func:`fit_overheads`."""
+    cols = ["algorithm", "executor", "dataset", "problem_id", "role", "phase", "start_ns", "end_ns"]
+    rows, lat = [], {}
+    for path in sorted(root.rglob("*.parquet")):
+        if any(p.startswith("shard-") for p in path.relative_to(root).parts) or _tag(path) != COLLECT_CALLS_TAG:
+            continue
+        for r in pq.read_table(path, columns=cols).to_pylist():
+            if r["executor"] == "sequential":
+                key = (r["algorithm"], "sequential", r["dataset"], r["problem_id"])
+                r["problem_id"] = key
+                rows.append(r)
+                if key in latency:
+                    lat[key] = latency[key]
+    return rows, lat
 
 
 def measured_profile(cfg: Any, paths: RunPaths) -> MeasuredProfile:
     """The run's measured profile: its saved fit, else fitted now from its collect traces."""
     if paths.replay_fit.exists():
         return MeasuredProfile.from_fit(read_fit(paths.replay_fit))
-    calls, _ = find_traces(paths.collect_root, list(cfg.replay.validate_schedules))
-    return MeasuredProfile.from_fit(fit_table(calls))
+    calls, latency = find_traces(paths.collect_root, list(cfg.replay.validate_schedules))
+    return MeasuredProfile.from_fit(fit_table(calls, root=paths.collect_root, latency=latency))
 
 
 # ----------------------------------------------------------------------------- validation
@@ -153,7 +173,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     executors = list(cfg.replay.validate_schedules)
     scheds = {e: get_schedule(e) for e in executors}
     calls, latency = find_traces(paths.collect_root, executors)
-    fit = fit_table(calls, cfg.name)
+    fit = fit_table(calls, cfg.name, paths.collect_root, latency)
     write_fit(fit, paths.replay_fit)
     print(format_table(["role", "phase", "calls", "r2", "mape", "coefficients (ms)"],
                        [(r["role"], r["phase"], r["calls"], r["r2"], r["mape"],

@@ -1,11 +1,15 @@
 """The speculative pipeline behind step_ahead, prefetch_only and hetero; the schedule's switches say what overlaps.
+It follows what our StepAhead executor (heterospec.reasoning.executors) does.
 
 Per step i: the draft writes it (with ``draft_pipeline``, right after step i-1's draft, speculating that i-1 is
-accepted); with ``prefetch`` the target starts writing step i at the same moment and stops when the PRM decides.
-Accept: the prefetched tokens are discarded. Reject (rescue): the target finishes the step from its prefetched
+accepted); with ``prefetch`` the target starts writing step i as soon as step i's context is settled (the verdict
+on step i-1, or the target's own step), on its in-order stream after whatever it was doing. Accept: the prefetch
+stops at the verdict; with ``partial_cache`` what it wrote is kept for a later return to that context (a
+backtrack's rewrite at the anchor resumes it). Reject (rescue): the target finishes the step from its prefetched
 prefix (``partial_cache``; without it only a complete prefetch is reused), the speculative next draft is cancelled,
-the target's step is sent, PRM-verified, and ingested by the draft — after the transfer, or, with ``shadow_sync``,
-while the target is still writing. Backtrack: the prefetch was for the abandoned context and is discarded; the
+the target's step is sent, PRM-verified when the algorithm scores target steps (BRSD; meanwhile the draft already
+writes the next step after it), and ingested by the draft — after the transfer, or, with ``shadow_sync``, while
+the target is still writing. Backtrack: the rescue the PRM rejected (our traces' ``r``) is paid for first, then the
 target writes the replacement step from the rolled-back context (the KVMU's rollback is a pointer reset).
 With ``disaggregated_prefill`` the draft's prompt is prefilled on the target GPU and its KV state moved over the
 link once; the target can start its own work as soon as that prefill is done.
@@ -19,6 +23,7 @@ def pipelined(prob, ctx, eng, sw) -> None:
     if n == 0:
         return
     d, t, kvv, kvt, outs = prob.d, prob.t, prob.kvv, prob.kvt, prob.outcome
+    scored, rescue = prob.scored or [True] * n, prob.r or [0] * n
     P = prob.prompt
     ready_d = ready_t = []
     if P > 0:
@@ -28,50 +33,76 @@ def pipelined(prob, ctx, eng, sw) -> None:
             ready_t = [pre]
         else:
             ready_d = ready_t = [run("draft", p.draft_prefill(0, P), kind="init")]
+    partials = {}   # context length -> the stopped prefetch there (partial output kept by the target)
     D = run("draft", p.draft_decode(kvv[0], d[0]), ready_d, kind="draft", disc=outs[0] != "accept",
             kv=kvv[0], cap=d[0])
     for i in range(n):
-        out = outs[i]
+        out, r = outs[i], rescue[i]
         last = i + 1 == n
         L = run("link", ctx.comm(d[i]), [D], kind="comm")
         V = run("prm", p.prm_score(kvv[i] + d[i]), [L], kind="verify")
         PF = None
         if sw.prefetch:
-            cap = t[i] if out == "rescue" else d[i]
+            cap = d[i] if out == "accept" else (r or t[i]) if out == "rescue" or r else d[i]
             if cap > 0:
-                reused = out == "rescue"
+                reused = out == "rescue" or r > 0
                 pf_full = p.target(kvv[i], cap)
                 PF = run("target", pf_full, ready_t, until=V, kind="prefetch", disc=not reused, kv=kvv[i], cap=cap)
                 if reused and not sw.partial_cache:  # only a complete prefetch is reused
-                    PF.disc = lambda op=PF, full=pf_full: op.end - op.start < full
+                    PF.disc = lambda op=PF, full=pf_full: op.work < full
         if out == "accept":
+            if sw.partial_cache and PF is not None:
+                partials[kvv[i]] = PF
             if last:
                 break
-            ready_d = ready_t = [D] if sw.draft_pipeline else [V]
+            ready_d = [D] if sw.draft_pipeline else [V]
+            ready_t = [V]
         else:
             if sw.draft_pipeline and not last:
-                run("draft", p.draft_decode(kvv[i] + d[i], d[i + 1]), [D], until=V, kind="spec_draft", disc=True,
-                    kv=kvv[i] + d[i], cap=d[i + 1])
+                _spec_draft(run, p, kvv[i] + d[i], d[i + 1], [D], V)
+            before = V
+            if r:   # BRSD: the rescue (from the prefetch) that the PRM rejected, which made it backtrack
+                R0 = run("target", _from_prefetch(p.target(kvv[i], r), PF, p.target(kvv[i], r), sw), [V],
+                         kind="rewrite", disc=True, kv=kvv[i], cap=r)
+                before = run("prm", p.prm_score(kvv[i] + r), [run("link", ctx.comm(r), [R0], kind="comm")],
+                             kind="verify_target")
+                if sw.draft_pipeline and not last:
+                    _spec_draft(run, p, kvv[i] + r, d[i + 1], [R0], before)
             full = p.target(kvt[i], t[i])
-            if PF is not None and out == "rescue":
-                dur = _resume(full, PF) if sw.partial_cache else _complete_or_redo(full, PF, p.target(kvv[i], t[i]))
-            else:
-                dur = full
-            R = run("target", dur, [V], kind="rewrite", ref=V)
+            if out == "rescue":
+                dur = _from_prefetch(full, PF, p.target(kvv[i], t[i]), sw)
+            else:   # backtrack: resume the anchor's stopped prefetch, if any; later contexts are abandoned
+                kept = partials.pop(kvt[i], None)
+                dur = _resume(full, kept) if kept is not None else full
+                for k in [k for k in partials if k >= kvt[i]]:
+                    del partials[k]
+            R = run("target", dur, [before], kind="rewrite", ref=V)
             L2 = run("link", ctx.comm(t[i]), [R], kind="comm")
-            V2 = run("prm", p.prm_score(kvt[i] + t[i]), [L2], kind="verify_target")
+            V2 = run("prm", p.prm_score(kvt[i] + t[i]), [L2], kind="verify_target") if scored[i] else None
             if last:
                 break
             S = run("draft", p.draft_prefill(kvt[i], t[i]), [R] if sw.shadow_sync else [L2], kind="sync")
-            ready_d = [S, L2] if sw.draft_pipeline else [S, V2]
-            ready_t = [R] if sw.draft_pipeline else [V2]
+            ready_d = [S, L2] if sw.draft_pipeline or V2 is None else [S, V2]
+            ready_t = [V2 or L2]
         D = run("draft", p.draft_decode(kvv[i + 1], d[i + 1]), ready_d, kind="draft",
                 disc=outs[i + 1] != "accept", kv=kvv[i + 1], cap=d[i + 1])
 
 
+def _spec_draft(run, p, kv, n, deps, V):
+    """The draft writes the next step while V decides; V rejects, so it is cancelled there."""
+    run("draft", p.draft_decode(kv, n), deps, until=V, kind="spec_draft", disc=True, kv=kv, cap=n)
+
+
+def _from_prefetch(full, PF, pf_full, sw):
+    """The target's rescue given the prefetch of the same step (none: from scratch)."""
+    if PF is None:
+        return full
+    return _resume(full, PF) if sw.partial_cache else _complete_or_redo(full, PF, pf_full)
+
+
 def _resume(full, PF):
-    return lambda: max(0.0, full - (PF.end - PF.start))
+    return lambda: max(0.0, full - PF.work)
 
 
 def _complete_or_redo(full, PF, pf_full):
-    return lambda: 0.0 if PF.end - PF.start >= pf_full else full
+    return lambda: 0.0 if PF.work >= pf_full else full

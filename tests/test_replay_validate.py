@@ -1,0 +1,173 @@
+"""Replay of our own executors: shared-core yielding, RSD/BRSD step details, the measured profile's robust fit
+and controller overheads."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from heterospec.errors import UserError
+from heterospec.replay.des import Ctx, FastEngine, Problem, SimpyEngine, SystemParams, simulate_problem
+from heterospec.replay.measured import MeasuredProfile, fit_calls, fit_overheads, lad
+from heterospec.replay.profiles import get_profile
+from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls
+
+
+def cpu3(yields=None):
+    w = {"draft": 15.0, "prm": 15.0, "target": 15.0}
+    return SystemParams("cpu3", w, {k: 5.0 for k in w}, {k: "cpu" for k in w}, 20.0, 0.1,
+                        {"target": "prm"} if yields is None else yields)
+
+
+@pytest.mark.parametrize("Engine", [FastEngine, SimpyEngine])
+def test_target_progresses_only_while_the_prm_is_idle(Engine):
+    eng = Engine({"target": "prm"})
+    # the policies issue the PRM's operations before the target's that overlap them (the fast engine's contract)
+    V = eng.run("prm", 3.0, [eng.run("draft", 2.0)])                 # PRM busy [2, 5]
+    V2 = eng.run("prm", 4.0, [V])                                     # PRM busy [5, 9]
+    T = eng.run("target", 10.0)                                       # 10 ms of work from 0: 0-2, 9-17
+    C = eng.run("target", 10.0, [T], until=V2)                        # its verdict came before it could start
+    eng.finish()
+    assert (T.start, T.end, T.work) == pytest.approx((0.0, 17.0, 10.0))
+    assert (C.start, C.end, C.work) == pytest.approx((17.0, 17.0, 0.0))
+    eng2 = Engine({"target": "prm"})
+    V2 = eng2.run("prm", 3.0, [eng2.run("draft", 2.0)])
+    P = eng2.run("target", 10.0, until=V2)                            # a prefetch stopped by the verdict at 5
+    eng2.finish()
+    assert (P.end, P.work) == pytest.approx((5.0, 2.0))
+
+
+def test_bad_yields_to():
+    base = {"name": "x", "draft": {"power_active_w": 1, "power_idle_w": 1}, "prm": {"power_active_w": 1,
+            "power_idle_w": 1}, "target": {"power_active_w": 1, "power_idle_w": 1}}
+    with pytest.raises(UserError, match="yields_to"):
+        SystemParams.from_config({**base, "yields_to": {"target": "gpu"}})
+    with pytest.raises(UserError, match="chains"):
+        SystemParams.from_config({**base, "yields_to": {"target": "prm", "prm": "draft"}})
+    assert SystemParams.from_config({**base, "yields_to": {"target": "prm"}}).yields_to == {"target": "prm"}
+
+
+@st.composite
+def problems(draw):
+    n, kv = draw(st.integers(1, 8)), 0
+    p = Problem("s", "p", draw(st.integers(0, 50)), [], [], [], [], [], [], scored=[], r=[])
+    for _ in range(n):
+        out = draw(st.sampled_from(["accept", "accept", "rescue", "backtrack"]))
+        d = draw(st.integers(1, 20))
+        t = draw(st.integers(1, 20)) if out != "accept" else 0
+        rb = draw(st.integers(0, kv)) if out == "backtrack" else 0
+        p.outcome.append(out); p.d.append(d); p.t.append(t); p.kvv.append(kv); p.kvt.append(kv - rb)
+        p.scored.append(draw(st.booleans()) or out == "backtrack")
+        p.r.append(draw(st.integers(0, 20)) if out == "backtrack" else 0)
+        kv = kv + d if out == "accept" else kv - rb + t
+        p.path.append(kv)
+    return p
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prob=problems())
+def test_engines_agree_with_yielding(prob):
+    ctx = Ctx(get_profile("paper_v12"), cpu3())
+    for sched in ("sequential", "step_ahead"):
+        a, ops_a = simulate_problem(prob, sched, ctx, "fast")
+        b, ops_b = simulate_problem(prob, sched, ctx, "simpy")
+        assert [(o.start, o.end, o.work) for o in ops_a] == pytest.approx(
+            [(o.start, o.end, o.work) for o in ops_b], abs=1e-9)
+        assert a["latency_ms"] >= a["lower_bound_ms"] - 1e-9
+    # yielding never makes anything faster
+    free = simulate_problem(prob, "step_ahead", Ctx(get_profile("paper_v12"), cpu3({})))[0]
+    assert simulate_problem(prob, "step_ahead", ctx)[0]["latency_ms"] >= free["latency_ms"] - 1e-9
+
+
+def test_rsd_rescue_unscored_and_brsd_failed_rescue_paid():
+    p12 = get_profile("paper_v12")
+    ctx = Ctx(p12, cpu3({}))
+    base = Problem("s", "p", 0, ["accept", "rescue"], [10, 10], [0, 12], [0, 10], [0, 10], [10, 22])
+    scored = simulate_problem(base, "sequential", ctx)[0]["latency_ms"]
+    rsd = simulate_problem(replace(base, scored=[True, False]), "sequential", ctx)[0]["latency_ms"]
+    assert scored - rsd == pytest.approx(p12.prm_score(22) + ctx.comm(12) - ctx.comm(12), rel=1e-9)
+    bt = Problem("s", "p", 0, ["accept", "backtrack"], [10, 10], [0, 12], [0, 10], [0, 0], [10, 12])
+    plain = simulate_problem(bt, "sequential", ctx)[0]["latency_ms"]
+    failed = simulate_problem(replace(bt, r=[0, 7]), "sequential", ctx)[0]["latency_ms"]
+    assert failed - plain == pytest.approx(p12.target(10, 7) + ctx.comm(7) + p12.prm_score(17), rel=1e-9)
+    # step_ahead: the backtrack's rewrite at the anchor resumes the anchor's stopped prefetch
+    sa = simulate_problem(replace(bt, r=[0, 7]), "step_ahead", ctx)[1]
+    rewrite = [o for o in sa if o.kind == "rewrite"][-1]
+    assert rewrite.work < p12.target(0, 12)
+
+
+def test_steps_from_calls_brsd_backtrack():
+    def c(i, step, role, phase, tin, tout, kv, out):
+        return dict(dataset="d", problem="p", step_idx=step, call_idx=i, role=role, phase=phase, tokens_in=tin,
+                    tokens_out=tout, kv_len=kv, outcome=out, wall_ms=1.0)
+    rows = [c(0, -1, "draft", "prefill", 20, 0, 0, "accept"),
+            c(1, 0, "draft", "decode", 0, 12, 20, "accept"), c(2, 0, "prm", "score", 32, 0, 0, "accept"),
+            c(3, 1, "draft", "decode", 0, 9, 32, "backtrack"), c(4, 1, "prm", "score", 9, 0, 32, "backtrack"),
+            c(5, 1, "target", "decode", 0, 11, 32, "backtrack"),       # the rescue the PRM rejects
+            c(6, 1, "prm", "score", 11, 0, 32, "backtrack"),
+            c(7, 1, "target", "decode", 0, 14, 20, "backtrack"),       # rewrite at the anchor (step 0)
+            c(8, 1, "prm", "score", 14, 0, 20, "backtrack"),
+            c(9, 2, "draft", "decode", 0, 8, 34, "rescue"), c(10, 2, "prm", "score", 8, 0, 34, "rescue"),
+            c(11, 2, "target", "decode", 0, 10, 34, "rescue")]         # RSD-style: not scored
+    s = steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)).to_pylist()
+    assert [(r["outcome"], r["rescue_tokens"], r["kv_target"], r["target_tokens"], r["rollback_tokens"],
+             r["target_scored"]) for r in s] == [("accept", 0, 0, 0, 0, True), ("backtrack", 11, 0, 14, 12, True),
+                                                  ("rescue", 0, 14, 10, 0, False)]
+
+
+def test_lad_ignores_a_tail_of_slow_calls():
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 14, 400).astype(float)
+    y = 1.0 + 0.9 * n + rng.normal(0, 0.05, 400)
+    y[::10] *= 4                                   # every tenth call stalled by another process
+    X = np.stack([np.ones_like(n), n], axis=-1)
+    assert lad(X, y) == pytest.approx([1.0, 0.9], abs=0.05)
+    assert np.linalg.lstsq(X, y, rcond=None)[0][1] > 1.1   # least squares follows the tail
+
+
+def test_overheads_and_whole_writes():
+    rows = []
+    for pid in ("a", "b"):   # prefill+decode (draft), score (prm): gaps 0.4 before the PRM, 0.3 before the draft
+        t = 0.2
+        for role, phase, dur in [("draft", "prefill", 1.0), ("draft", "decode", 10.0), ("prm", "score", 2.0),
+                                 ("draft", "prefill", 1.0), ("draft", "decode", 10.0), ("prm", "score", 2.0)]:
+            t += {"prm": 0.4, "draft": 0.3 if phase == "prefill" else 0.0}[role] if (role, pid, t) != (
+                "draft", pid, 0.2) else 0.0
+            rows.append(dict(problem_id=pid, role=role, phase=phase, start_ns=round(t * 1e6),
+                             end_ns=round((t + dur) * 1e6)))
+            t += dur
+    end = rows[-1]["end_ns"] / 1e6
+    oh = {(r["role"], r["phase"]): r["coefficients"][0]
+          for r in fit_overheads(rows, {"a": end + 1.0, "b": end + 1.0}).to_pylist()}
+    assert oh[("prm", "dispatch")] == pytest.approx(0.4) and oh[("draft", "dispatch")] == pytest.approx(0.3)
+    assert oh[("controller", "problem")] == pytest.approx(0.2 + 1.0)
+    coef = {("draft", "decode"): [0.0, 1.0, 0.0], ("draft", "prefill"): [1.0, 0.1, 0.0],
+            ("prm", "score"): [2.0, 0.0, 0.0], ("target", "decode"): [0.0, 1.5, 0.0], **{k: [v] for k, v in oh.items()}}
+    prof = MeasuredProfile(coef)
+    assert prof.draft_decode(40, 12) == pytest.approx(0.3 + 1.1 + 12.0)    # dispatch + 1-token feed + decode
+    assert prof.draft_prefill(40, 5) == pytest.approx(0.5)                  # the extra feed, merged into a write
+    assert prof.prm_score(50) == pytest.approx(0.4 + 2.0)
+    prob = Problem("s", "p", 0, ["accept"], [12], [0], [0], [0], [12])
+    m = simulate_problem(prob, "sequential", Ctx(prof, cpu3({})))[0]
+    assert m["latency_ms"] == pytest.approx(prof.draft_decode(0, 12) + Ctx(prof, cpu3({})).comm(12) +
+                                            prof.prm_score(12) + 1.2)
+    with pytest.raises(UserError, match="negative"):
+        MeasuredProfile({**coef, ("prm", "dispatch"): [-1.0]})
+
+
+def test_fit_calls_is_robust_and_positive():
+    rows = []
+    rng = np.random.default_rng(1)
+    for i in range(300):
+        n, kv = int(rng.integers(8, 14)), int(rng.integers(30, 120))
+        slow = 3.0 if i % 15 == 0 else 1.0
+        for role, phase, tin, tout, w in [("draft", "decode", 0, n, 0.9 * n), ("prm", "score", n, 0, 2.0 + 0.01 * kv),
+                                          ("target", "decode", 0, n, 1.3 * n)]:
+            rows.append(dict(dataset="d", problem=str(i), step_idx=0, call_idx=len(rows), role=role, phase=phase,
+                             tokens_in=tin, tokens_out=tout, kv_len=kv, outcome="accept", wall_ms=w * slow))
+    fit = {(r["role"], r["phase"]): r for r in fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)).to_pylist()}
+    assert fit[("draft", "decode")]["coefficients"][1] == pytest.approx(0.9, rel=0.05)
+    assert fit[("target", "decode")]["mape"] < 0.2
