@@ -49,6 +49,31 @@ def _journal_write(path: Path, rows: dict) -> None:
     os.replace(tmp, path)
 
 
+def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard: str) -> str:
+    """What a journaled problem depends on: settings, the models' manifests, the package version."""
+    import hashlib
+
+    from omegaconf import OmegaConf
+
+    import heterospec
+    parts = [OmegaConf.to_yaml(n, resolve=True) for n in
+             (dataset_config(cfg, dataset), alg, cfg.models, cfg.collect, cfg.system.torch_devices)]
+    parts += [dataset, executor, shard, heterospec.__version__]
+    parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()
+
+
+def _open_journal(journal: Path, spec: str) -> None:
+    """Keep a journal only if it was written under the same spec; otherwise start it afresh."""
+    import shutil
+    stamp = journal / "SPEC"
+    if journal.exists() and (not stamp.exists() or stamp.read_text() != spec):
+        print(f"[collect] settings or models changed since {journal} was written: starting afresh", file=sys.stderr)
+        shutil.rmtree(journal)
+    journal.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(spec)
+
+
 def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
               shard: str, processes: bool | None = None) -> dict[str, Path]:
     """Collect one shard; returns the paths of its three tables."""
@@ -62,7 +87,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
     out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}
     journal = out["problems"].parent / "journal"
-    journal.mkdir(parents=True, exist_ok=True)
+    _open_journal(journal, _journal_spec(cfg, alg, paths, dataset, executor, shard))
     todo = [(k, p) for k, p in enumerate(mine) if not (journal / f"{k:06d}.json").exists()]
     if len(todo) < len(mine):
         print(f"[collect] resuming: {len(mine) - len(todo)} of {len(mine)} problems already done", file=sys.stderr)
