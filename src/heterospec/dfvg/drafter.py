@@ -16,6 +16,7 @@ import torch
 
 from heterospec.dfvg.lean import draft_decoder
 from heterospec.dfvg.tree import DraftTree
+from heterospec.reasoning.kvcache import common_prefix
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,6 @@ class Plan:
     @property
     def budget(self) -> int:
         return self.nodes or self.depth * self.width
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class Drafter:
