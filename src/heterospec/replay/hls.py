@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
+from heterospec.store.parquet import read_columns
 from heterospec.replay.roofline import RooflineProfile, _get
 
 PERF_COLUMNS = {"board": pa.string(), "clock_mhz": pa.float64(), "model": pa.string(), "context_len": pa.int32(),
@@ -43,17 +43,7 @@ def read_perf(path: str | Path) -> pa.Table:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no HLS performance table; run the hls stage first (or use profile roofline)")
-    try:
-        t = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as e:
-        raise UserError(f"{path}: not a readable Parquet file ({e})") from None
-    for name, typ in PERF_COLUMNS.items():
-        if name not in t.schema.names:
-            raise UserError(f"{path}: column '{name}' missing (expected {typ})")
-        got = t.schema.field(name).type
-        if not (got.equals(typ) or (pa.types.is_integer(got) and pa.types.is_integer(typ))):
-            raise UserError(f"{path}: column '{name}' has type {got}, expected {typ}")
-    return t
+    return read_columns(path, [pa.field(name, typ) for name, typ in PERF_COLUMNS.items()])
 
 
 class _PerToken:
