@@ -82,11 +82,11 @@ class InstantDraft(LatencyProfile):
     def draft_prefill(self, kv, n):
         return 0.0
 
-    def prm_score(self, n):
-        return self.base.prm_score(n)
+    def prm_score(self, n, new=None):
+        return self.base.prm_score(n, new)
 
-    def target_prefill(self, kv):
-        return self.base.target_prefill(kv)
+    def target_prefill(self, kv, new=None):
+        return self.base.target_prefill(kv, new)
 
     def target_decode(self, kv, g):
         return self.base.target_decode(kv, g)
@@ -118,12 +118,70 @@ def test_zero_cost_link_changes_only_comm_time(prob, sched):
             assert free[k] == pytest.approx(base[k])
 
 
+class PrefixCached(LatencyProfile):
+    """paper_v12 whose target and PRM pay only for the context tokens not in their cache; records the PRM's reads."""
+    name = "prefix_cached"
+    prefix_cache = True
+
+    def __init__(self):
+        self.base, self.prm_reads = get_profile("paper_v12"), []
+
+    def draft_decode(self, kv, n):
+        return self.base.draft_decode(kv, n)
+
+    def draft_prefill(self, kv, n):
+        return self.base.draft_prefill(kv, n)
+
+    def prm_score(self, n, new=None):
+        self.prm_reads.append((n, new))
+        return self.base.c.prm_alpha + self.base.c.prm_beta * (n if new is None else new)
+
+    def target_prefill(self, kv, new=None):
+        return self.base.c.target_pre_beta * (kv if new is None else new)
+
+    def target_decode(self, kv, g):
+        return self.base.target_decode(kv, g)
+
+
+def _cached_problem():
+    # accept 10; reject 8 -> target 12; accept 9; reject 7 -> failed rescue 5, backtrack to 22 -> target 6
+    return Problem("s", "p", 0, ["accept", "rescue", "accept", "backtrack"], [10, 8, 9, 7], [0, 12, 0, 6],
+                   [0, 10, 22, 31], [0, 10, 22, 22], [10, 22, 31, 28], r=[0, 0, 0, 5])
+
+
+def test_prefix_caches_read_only_new_context():
+    prof = PrefixCached()
+    _, ops = simulate_problem(_cached_problem(), "sequential", Ctx(prof, system()))
+    # the PRM: each step scored once; a rejected step (and a failed rescue) leaves only the common prefix cached
+    assert prof.prm_reads == [(10, 10), (18, 8), (22, 12), (31, 9), (38, 7), (36, 5), (28, 6)]
+    rewrites = [o for o in ops if o.kind == "rewrite"]
+    assert rewrites[0].dur == pytest.approx(prof.target(10, 12, 10))        # reads all 10 before its step
+    assert rewrites[1].new == 9                                             # failed rescue: reads 22..31
+    assert rewrites[2].dur == pytest.approx(prof.target_decode(22, 6))      # the anchor is cached: no prefill
+    _, ops = simulate_problem(_cached_problem(), "step_ahead", Ctx(PrefixCached(), system()))
+    pf = [o for o in ops if o.kind == "prefetch"]
+    assert [o.new for o in pf] == [0, 10, 0, 9]          # its own step 1 is cached; step 2 adds the draft's 9
+    assert all(o.work >= min(o.atomic, o.dur) - 1e-12 for o in pf)   # the prefill is never cut
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(prob=problems(), sched=st.sampled_from(SCHEDULES))
-def test_simpy_and_fast_engines_agree(prob, sched):
-    a, ops_a = simulate_problem(prob, sched, CTX, "fast")
-    b, ops_b = simulate_problem(prob, sched, CTX, "simpy")
-    assert [(o.start, o.end) for o in ops_a] == pytest.approx([(o.start, o.end) for o in ops_b], abs=1e-9)
+@given(prob=problems())
+def test_prefix_cache_never_slows_the_sequential_baseline(prob):
+    cached = simulate_problem(prob, "sequential", Ctx(PrefixCached(), system()))[0]
+    assert cached["latency_ms"] <= simulate_problem(prob, "sequential", CTX)[0]["latency_ms"] + 1e-9
+    assert cached["accepted_tokens"] == prob.path[-1]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(prob=problems(), sched=st.sampled_from(SCHEDULES), cached=st.booleans(), shared=st.booleans())
+def test_simpy_and_fast_engines_agree(prob, sched, cached, shared):
+    # cached: prefetches with an uncut prefill; shared: the target yields to the PRM (one core, as on cpu3)
+    sysp = replace(system(), yields_to={"target": "prm"}) if shared else system()
+    ctx = Ctx(PrefixCached() if cached else CTX.profile, sysp)
+    a, ops_a = simulate_problem(prob, sched, ctx, "fast")
+    b, ops_b = simulate_problem(prob, sched, ctx, "simpy")
+    assert [t for o in ops_a for t in (o.start, o.end)] == pytest.approx(
+        [t for o in ops_b for t in (o.start, o.end)], abs=1e-9)
     for k in a:
         assert a[k] == pytest.approx(b[k], rel=1e-12, abs=1e-9), k
 

@@ -107,3 +107,10 @@ def test_validate_on_synthetic_collect_traces(tmp_path):
     assert "mae_pct" in r.stdout and "draft" in r.stdout and "r2" in r.stdout
     fit = pq.read_table(tmp_path / "results" / "ci" / "replay" / "measured_fit.parquet")
     assert min(fit.column("r2").to_pylist()) > 0.97
+    before = (tmp_path / "results" / "ci" / "replay" / "validation.parquet").stat().st_mtime_ns
+    r = heterospec("replay", "validate", "--fit-on", "collect", "experiment=ci", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "collect (fitted)" in r.stdout and "nothing saved" in r.stdout
+    assert (tmp_path / "results" / "ci" / "replay" / "validation.parquet").stat().st_mtime_ns == before
+    r = heterospec("replay", "validate", "--fit-on", "nope", "experiment=ci", cwd=tmp_path)
+    assert r.returncode != 0 and "no such trace set" in r.stderr and "Traceback" not in r.stderr

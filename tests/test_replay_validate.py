@@ -171,3 +171,8 @@ def test_fit_calls_is_robust_and_positive():
     fit = {(r["role"], r["phase"]): r for r in fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)).to_pylist()}
     assert fit[("draft", "decode")]["coefficients"][1] == pytest.approx(0.9, rel=0.05)
     assert fit[("target", "decode")]["mape"] < 0.2
+    t = pa.Table.from_pylist(rows, schema=CALLS_SCHEMA).to_pydict()   # mean-unbiased: predicted sums = measured
+    prof = MeasuredProfile.from_fit(fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    drafts = [(n, kv, w) for r, n, kv, w in zip(t["role"], t["tokens_out"], t["kv_len"], t["wall_ms"]) if r == "draft"]
+    assert sum(prof._ms("draft", "decode", n, kv) for n, kv, _ in drafts) == pytest.approx(
+        sum(w for *_, w in drafts), rel=1e-6)

@@ -155,7 +155,10 @@ def hls_spec():
 
 def hls_outputs():
     """The W8A8 draft's quality, the HLS models, the KVMU synthesis, per board the vendor-flow status and the
-    C simulation (for drafts trained here: a 0.5B draft is far too slow to simulate in plain C++)."""
+    C simulation (for drafts trained here: a 0.5B draft is far too slow to simulate in plain C++). ``hls.enabled=false``
+    leaves them out (the replay's ``hls`` profile still builds the performance model it reads)."""
+    if not CFG.hls.enabled:
+        return []
     out = [str(PATHS.quantize_quality), str(PATHS.hls_perf), str(PATHS.kvmu_synth)]
     out += [str(PATHS.hls_vendor(b)) for b in CFG.hls.boards]
     if CFG.models.draft.source == "train":

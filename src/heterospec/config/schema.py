@@ -180,6 +180,7 @@ class ReplayConfig:
     engine: str = "fast"             # fast | simpy (same times; simpy is ~50x slower)
     workers: int = 1                 # processes for the replay grid
     call_overhead_ms: dict[str, float] = field(default_factory=dict)  # roofline: ms per forward pass by device kind
+    prefix_cache: bool = True        # roofline/hls: target and PRM read only context not in their KV cache
     validate_system: str = "cpu3"    # the system our own traces were collected on
     validate_schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
 
@@ -208,6 +209,7 @@ class HlsEngineConfig:
 class HlsConfig:
     """The draft accelerator (conf/hls/): boards, clocks, engine parallelism, and the models it is sized for."""
     name: str = MISSING
+    enabled: bool = True             # quantize the draft and build/model its accelerator in this run (needs the draft)
     boards: list[str] = field(default_factory=lambda: ["u280", "v80"])  # conf/hardware names with an fpga: section
     clocks_mhz: dict[str, Any] = field(default_factory=dict)          # per board: [MHz, ...]; its clock_mhz is always added
     design: HlsEngineConfig = field(default_factory=HlsEngineConfig)    # the reference model's engines (perf model)

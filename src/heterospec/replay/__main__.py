@@ -12,6 +12,8 @@ def main(argv: list[str]) -> None:
     p.add_argument("action", choices=["import", "run", "validate"],
                    help="import: artifact traces -> events table; run: replay the grid; validate: against collect runs")
     p.add_argument("--trace-set", help="import: the trace set (a folder under replay.traces, e.g. with_bt)")
+    p.add_argument("--fit-on", metavar="TRACES", help="validate: fit the measured profile on this trace set's "
+                   "sequential calls only (e.g. brsd) and predict the others: a held-out check; saves nothing")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.action == "import":
@@ -21,7 +23,7 @@ def main(argv: list[str]) -> None:
     elif args.action == "run":
         run_stage(cfg, paths, args.overrides)
     else:
-        validate(cfg, paths, args.overrides)
+        validate(cfg, paths, args.overrides, fit_on=args.fit_on)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Four resources: the ``draft``, ``prm`` and ``target`` devices and the ``link``. A schedule policy
 (:mod:`heterospec.replay.schedules`) turns one problem's steps into *operations*: "run this for that long on that
 resource, after those operations" (optionally "... but stop when that operation ends", for a prefetch or a
-speculative draft that is cancelled by a decision). Each resource runs its operations in the order the policy
+speculative draft that is cancelled by a decision; its first ``atomic`` ms are not cut: a forward pass in progress
+finishes). Each resource runs its operations in the order the policy
 issued them (an in-order stream, like a CUDA stream or the FPGA's command queue). A device may *yield to* another
 (``SystemConfig.yields_to``, e.g. cpu3 on two cores: the target runs on the PRM's core at a lower OS priority): its
 operations then progress only while that device is idle, so they take longer than their work (``Op.work``).
@@ -164,12 +165,14 @@ def problems_from_steps(steps: pa.Table) -> list[Problem]:
 class Op:
     """One operation. ``dur`` is ms or a callable evaluated when the op starts (it may read earlier ops' times)."""
     __slots__ = ("res", "dur", "deps", "until", "kind", "disc", "role", "kv", "cap", "ref", "start", "end", "ev",
-                 "chain", "work")
+                 "chain", "work", "new", "atomic")
 
     def __init__(self, res, dur, deps, until, kind, disc, role, kv, cap, ref, start=math.nan, end=math.nan,
-                 chain=math.nan):
+                 chain=math.nan, new=None, atomic=0.0):
         self.res, self.dur, self.deps, self.until = res, dur, deps, until
         self.kind, self.disc, self.role, self.kv, self.cap, self.ref = kind, disc, role, kv, cap, ref
+        self.new = new   # context tokens the target read that were not in its cache (None: all)
+        self.atomic = atomic   # ms of work ``until`` cannot cut (a forward pass in progress: the prefetch's prefill)
         self.start, self.end, self.chain = start, end, chain
         self.work = end - start   # ms of progress: less than end - start while it yielded to another device
         self.ev = None
@@ -186,9 +189,9 @@ class Engine:
         self.ops: list[Op] = []
 
     def run(self, res: str, dur: float | Callable[[], float], deps: Iterable[Op] = (), *, until: Op | None = None,
-            kind: str = "", disc: bool = False, role: str = "", kv: int = 0, cap: int = 0, ref: Op | None = None
-            ) -> Op:
-        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref)
+            kind: str = "", disc: bool = False, role: str = "", kv: int = 0, cap: int = 0, ref: Op | None = None,
+            new: int | None = None, atomic: float = 0.0) -> Op:
+        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, new=new, atomic=atomic)
         self.ops.append(op)
         self._issue(op)
         return op
@@ -268,7 +271,8 @@ class FastEngine(Engine):
         self.yields = yields or {}
         self.iv = {o: [] for o in self.yields.values()}   # the owners' busy intervals, in order
 
-    def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None):
+    def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None, new=None,
+            atomic=0.0):
         s = self.free[res]
         c = 0.0
         for d in deps:
@@ -287,12 +291,19 @@ class FastEngine(Engine):
                 stop = s
         owner = self.yields.get(res)
         if owner is None:
+            if atomic and stop < s + atomic:
+                stop = s + atomic
             e = s + dur if s + dur < stop else stop
             w = e - s
+        elif atomic:
+            e, w = _yielding(self.iv[owner], s, min(atomic, dur), math.inf)
+            if dur > atomic:
+                e, w2 = _yielding(self.iv[owner], e, dur - atomic, max(stop, e))
+                w += w2
         else:
             e, w = _yielding(self.iv[owner], s, dur, stop)
         c += e - s
-        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, s, e, c)
+        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, s, e, c, new, atomic)
         op.work = w
         self.ops.append(op)
         self.free[res] = e
@@ -340,12 +351,16 @@ class SimpyEngine(Engine):
                 done = self.owner_busy[op.res] = env.event()
                 started.succeed()
             owner = self.yields.get(op.res)
+            first = min(op.atomic, dur) if op.until is not None else dur   # not cut by op.until
             if owner is not None:
-                yield from self._yielding(op, owner, dur)
-            elif op.until is not None:
-                yield env.timeout(dur) | op.until.ev
+                op.work = yield from self._yielding(owner, first, None)
+                if dur > first:
+                    op.work += yield from self._yielding(owner, dur - first, op.until.ev)
             else:
-                yield env.timeout(dur)
+                if first > 0:
+                    yield env.timeout(first)
+                if dur > first:
+                    yield env.timeout(dur - first) | op.until.ev
             op.end = env.now
             if owner is None:
                 op.work = op.end - op.start
@@ -353,9 +368,10 @@ class SimpyEngine(Engine):
                 self.owner_busy[op.res] = None
                 done.succeed()
 
-    def _yielding(self, op: Op, owner: str, dur: float):
-        """Progress only while ``owner`` is idle; stop at ``op.until`` (preemption, as the fast engine computes)."""
-        env, stop, left = self.env, op.until.ev if op.until is not None else None, dur
+    def _yielding(self, owner: str, dur: float, stop):
+        """Progress only while ``owner`` is idle; stop at the event ``stop`` (preemption, as the fast engine computes);
+        returns the work done."""
+        env, left = self.env, dur
         while left > 1e-9 and not (stop is not None and stop.triggered):   # (a float left to run may not advance now)
             busy = self.owner_busy[owner]
             if busy is not None:
@@ -364,7 +380,7 @@ class SimpyEngine(Engine):
             t0 = env.now
             yield env.any_of([env.timeout(left), self.owner_starts[owner]] + ([stop] if stop is not None else []))
             left -= env.now - t0
-        op.work = dur if left <= 1e-9 else dur - left
+        return dur if left <= 1e-9 else dur - left
 
     def finish(self) -> None:
         self.env.run()
@@ -431,7 +447,7 @@ def metrics(tally: Tally, prob: Problem, ctx: Ctx) -> dict:
                 if op.until is None or ln >= op.dur * (1 - 1e-12):   # ran to completion (up to rounding)
                     disc_tok[op.role] += op.cap
                 else:
-                    disc_tok[op.role] += ctx.profile.tokens_within(op.role, op.kv, ln, op.cap)
+                    disc_tok[op.role] += ctx.profile.tokens_within(op.role, op.kv, ln, op.cap, op.new)
     energy = {r: (pa_w[r] * busy[r] + ctx.system.power_idle_w[r] * (latency - busy[r])) / 1e3 for r in DEVICES}
     total_e = sum(energy.values())
     acc = prob.accepted_tokens

@@ -73,8 +73,8 @@ class HlsProfile(RooflineProfile):
     """The roofline profile with the FPGA draft's decode and ingest times from the HLS performance table."""
 
     def __init__(self, system: Any, models: Any, perf: str | Path | pa.Table, overheads: dict | None = None,
-                 checkpoints: dict | None = None, name: str = "hls"):
-        super().__init__(system, models, overheads, checkpoints, name=name)
+                 checkpoints: dict | None = None, name: str = "hls", prefix_cache: bool = True):
+        super().__init__(system, models, overheads, checkpoints, name=name, prefix_cache=prefix_cache)
         draft_hw = _get(system, "draft")
         self.decode_table = self.ingest_table = None
         if str(_get(draft_hw, "kind")) != "fpga":

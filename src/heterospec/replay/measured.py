@@ -11,11 +11,13 @@ cost grows with — the call's fixed cost, its tokens, and the attention term th
 The fit is least *absolute* deviations (iteratively reweighted least squares): on a shared 2-core machine call times
 have a long tail from other processes, and the token counts vary little (draft steps are mostly 12-13 tokens), so
 least squares chased the tail (R^2 0.02-0.45, coefficients of either sign); the median-type fit is stable across
-our rsd and brsd runs (held-out median error 9-10 % for decodes).
+our rsd and brsd runs (held-out median error 9-10 % for decodes). The LAD fit gives the shape (slopes); its
+intercept is then shifted by the mean residual, because a replay *adds* call times: a median fit under-predicts
+each sum by the tail's share (5-12 % per role on our traces), a mean-unbiased one does not.
 
 Between calls the controller works (results and requests cross process pipes; the PRM tokenises the steps):
-:func:`fit_overheads` takes, from sequential runs where nothing overlaps, the median gap before each role's call
-(phase ``dispatch``) and the median time per problem before the first and after the last call (role
+:func:`fit_overheads` takes, from sequential runs where nothing overlaps, the mean gap before each role's call
+(phase ``dispatch``) and the mean time per problem before the first and after the last call (role
 ``controller``, phase ``problem``). The profile charges them to every call and problem, in every schedule.
 
 How our executors call the models (heterospec.reasoning.roles.StepWriter): every write first feeds what the model
@@ -113,6 +115,7 @@ def fit_calls(calls: pa.Table, run: str = "") -> pa.Table:
         n, kv = _call_arrays(g, phase)
         X, y = features(key, n, kv), np.asarray(g["wall"], dtype=float)
         coef = lad(X, y)
+        coef[0] += float(np.mean(y - X @ coef))   # mean-unbiased: latencies add up (module docstring)
         pred = X @ coef
         ss_res, ss_tot = float(((y - pred) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
         r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
@@ -126,8 +129,8 @@ def fit_calls(calls: pa.Table, run: str = "") -> pa.Table:
 
 def fit_overheads(rows: list[dict], latency_ms: dict, run: str = "") -> pa.Table:
     """Controller time from sequential runs' collect rows (``problem_id, role, phase, start_ns, end_ns``) and their
-    per-problem latencies (``{problem_id: ms}``): per role, the median gap from the previous call's end to the
-    start of a request to it (a write starts with its prefill row, a score is one row); per problem, the median
+    per-problem latencies (``{problem_id: ms}``): per role, the mean gap from the previous call's end to the
+    start of a request to it (a write starts with its prefill row, a score is one row); per problem, the mean
     time before the first call plus after the last one."""
     by_problem: dict = defaultdict(list)
     for r in rows:
@@ -142,11 +145,11 @@ def fit_overheads(rows: list[dict], latency_ms: dict, run: str = "") -> pa.Table
         if pid in latency_ms:
             edges.append(rs[0]["start_ns"] / 1e6 + latency_ms[pid] - max(r["end_ns"] for r in rs) / 1e6)
     out = [dict(run=run, role=role, phase="dispatch", calls=len(v), features=["1"],
-                coefficients=[max(0.0, float(np.median(v)))], r2=0.0, mape=0.0, wall_ms_mean=float(np.mean(v)))
+                coefficients=[max(0.0, float(np.mean(v)))], r2=0.0, mape=0.0, wall_ms_mean=float(np.mean(v)))
            for role, v in sorted(gaps.items())]
     if edges:
         out.append(dict(run=run, role="controller", phase="problem", calls=len(edges), features=["1"],
-                        coefficients=[max(0.0, float(np.median(edges)))], r2=0.0, mape=0.0,
+                        coefficients=[max(0.0, float(np.mean(edges)))], r2=0.0, mape=0.0,
                         wall_ms_mean=float(np.mean(edges))))
     return pa.Table.from_pylist(out, schema=FIT_SCHEMA)
 
@@ -215,10 +218,10 @@ class MeasuredProfile(LatencyProfile):
             return 0.0
         return max(0.0, self._ms("draft", "prefill", n + 1, kv) - self._ms("draft", "prefill", 1, kv))
 
-    def prm_score(self, n: int) -> float:
+    def prm_score(self, n: int, new: int | None = None) -> float:
         return self.dispatch.get("prm", 0.0) + self._ms("prm", "score", n, 0)
 
-    def target_prefill(self, kv: int) -> float:
+    def target_prefill(self, kv: int, new: int | None = None) -> float:
         return self.dispatch.get("target", 0.0) + self._ms("target", "prefill", kv, 0)
 
     def target_decode(self, kv: int, g: int) -> float:

@@ -9,6 +9,11 @@ performance table) implement the same interface; :func:`get_profile` builds any 
 Context lengths: the artifact's model counts only generated tokens as context (``context_includes_prompt`` False);
 the hardware-derived and measured profiles count the prompt too, and the simulator adds it for them.
 
+Prefix caching: the schedules say how many of a target or PRM call's context tokens are ``new`` (not in that
+model's KV cache: after a rejection only the common prefix stays valid). A profile with ``prefix_cache`` charges
+only those (``roofline``, ``hls``: the serving stacks' automatic prefix caching, and what our executors do); the
+artifact's formulas re-read the whole context on every call, and the ``measured`` fit is by context, so they ignore it.
+
 Paper formulas (REFERENCE.md), closed forms of the artifact's per-token sums:
 
 * draft(kv, n)  = sum_{i=1..n} (a_d + b_d (kv+i))           = n a_d + b_d (n kv + n(n+1)/2)
@@ -38,6 +43,7 @@ class LatencyProfile(ABC):
     draft_kv_bytes_per_token: int = 0   # draft KV-cache bytes per token (state migration)
     context_includes_prompt: bool = False  # kv arguments count the prompt (the simulator adds it when True)
     problem_ms: float = 0.0             # per problem, outside every call (the measured profile's controller time)
+    prefix_cache: bool = False          # target and PRM read only their ``new`` context tokens (module docstring)
 
     # --- per role and phase
     @abstractmethod
@@ -49,12 +55,14 @@ class LatencyProfile(ABC):
         """The draft ingests ``n`` tokens (prompt, or target tokens to catch up) after ``kv`` in context."""
 
     @abstractmethod
-    def prm_score(self, n: int) -> float:
-        """The PRM scores a context of ``n`` tokens (all steps so far plus the new one)."""
+    def prm_score(self, n: int, new: int | None = None) -> float:
+        """The PRM scores a context of ``n`` tokens (all steps so far plus the new one), ``new`` of them not in its
+        cache (None: all)."""
 
     @abstractmethod
-    def target_prefill(self, kv: int) -> float:
-        """The target (re)reads ``kv`` context tokens before generating."""
+    def target_prefill(self, kv: int, new: int | None = None) -> float:
+        """The target reads its context of ``kv`` tokens before generating, ``new`` of them not in its cache
+        (None: all)."""
 
     @abstractmethod
     def target_decode(self, kv: int, g: int) -> float:
@@ -65,9 +73,9 @@ class LatencyProfile(ABC):
         """The draft's prompt prefill run on the target's GPU (T1); the same as on the draft unless overridden."""
         return self.draft_prefill(0, n)
 
-    def target(self, kv: int, g: int) -> float:
+    def target(self, kv: int, g: int, new: int | None = None) -> float:
         """Prefill plus decode: the artifact's target(kv, g)."""
-        return self.target_prefill(kv) + self.target_decode(kv, g)
+        return self.target_prefill(kv, new) + self.target_decode(kv, g)
 
     def comm(self, tokens: int, bandwidth_gbs: float = 16.0) -> float:
         """Token ids over the link: ``tokens * bytes_per_token`` at ``bandwidth_gbs`` (the artifact's comm(t))."""
@@ -87,16 +95,16 @@ class LatencyProfile(ABC):
         if role == "draft" and phase == "prefill":
             return self.draft_prefill(kv, n)
         if role == "prm" and phase in ("score", "prefill"):
-            return self.prm_score(kv + n)
+            return self.prm_score(kv + n, n)
         if role == "target" and phase == "decode":
             return self.target_decode(kv, n)
         if role == "target" and phase == "prefill":
-            return self.target_prefill(kv + n)
+            return self.target_prefill(kv + n, n)
         raise UserError(f"no latency for role '{role}' phase '{phase}'; roles {list(ROLES)}, phases {list(PHASES)}")
 
-    def tokens_within(self, role: str, kv: int, ms: float, cap: int) -> int:
-        """How many tokens (at most ``cap``) ``role`` generates in ``ms`` (target: including its prefill)."""
-        f = self.draft_decode if role == "draft" else self.target
+    def tokens_within(self, role: str, kv: int, ms: float, cap: int, new: int | None = None) -> int:
+        """How many tokens (at most ``cap``) ``role`` generates in ``ms`` (target: including its prefill of ``new``)."""
+        f = self.draft_decode if role == "draft" else (lambda kv, k: self.target(kv, k, new))
         lo, hi = 0, cap
         if f(kv, cap) <= ms:
             return cap
@@ -159,17 +167,17 @@ class PaperProfile(LatencyProfile):
             return 0.0
         return self.c.draft_prefill_alpha + self.c.draft_prefill_beta * n
 
-    def prm_score(self, n: int) -> float:
+    def prm_score(self, n: int, new: int | None = None) -> float:
         return self.c.prm_alpha + self.c.prm_beta * n
 
-    def target_prefill(self, kv: int) -> float:
+    def target_prefill(self, kv: int, new: int | None = None) -> float:
         return self.c.target_pre_beta * kv
 
     def target_decode(self, kv: int, g: int) -> float:
         c = self.c
         return g * c.target_alpha + c.target_gen_beta * (g * kv + g * (g + 1) / 2)
 
-    def target(self, kv: int, g: int) -> float:
+    def target(self, kv: int, g: int, new: int | None = None) -> float:
         c = self.c   # prefill + decode in one expression (the simulator calls this most)
         return c.target_pre_beta * kv + g * c.target_alpha + c.target_gen_beta * (g * kv + g * (g + 1) / 2)
 
@@ -179,7 +187,7 @@ class PaperProfile(LatencyProfile):
     def init(self, prompt_tokens: int, bandwidth_gbs: float | None = None) -> float:
         return super().init(prompt_tokens, self.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs)
 
-    def tokens_within(self, role: str, kv: int, ms: float, cap: int) -> int:
+    def tokens_within(self, role: str, kv: int, ms: float, cap: int, new: int | None = None) -> int:
         # Solve the quadratic a k + b (k kv + k(k+1)/2) <= ms' exactly, then clamp (guards rounding).
         c = self.c
         if role == "draft":
@@ -209,7 +217,8 @@ _REGISTRY: dict[str, Callable[..., LatencyProfile]] = {
 def _roofline(**kw) -> LatencyProfile:
     from heterospec.replay.roofline import RooflineProfile
     kw = _need(kw, "roofline", "system", "models")
-    return RooflineProfile(kw["system"], kw["models"], kw.get("overheads"), kw.get("checkpoints"))
+    return RooflineProfile(kw["system"], kw["models"], kw.get("overheads"), kw.get("checkpoints"),
+                           prefix_cache=kw.get("prefix_cache", True))
 
 
 def _measured(**kw) -> LatencyProfile:
@@ -220,7 +229,8 @@ def _measured(**kw) -> LatencyProfile:
 def _hls(**kw) -> LatencyProfile:
     from heterospec.replay.hls import HlsProfile
     kw = _need(kw, "hls", "system", "models", "perf")
-    return HlsProfile(kw["system"], kw["models"], kw["perf"], kw.get("overheads"), kw.get("checkpoints"))
+    return HlsProfile(kw["system"], kw["models"], kw["perf"], kw.get("overheads"), kw.get("checkpoints"),
+                      prefix_cache=kw.get("prefix_cache", True))
 
 
 def _need(kw: dict, name: str, *keys: str) -> dict:
@@ -246,7 +256,7 @@ def get_profile(name: str, **kwargs) -> LatencyProfile:
     """The profile called ``name``; an unknown name is a UserError listing the valid ones.
 
     Keyword arguments feed the hardware-derived ones: ``system`` (a SystemConfig), ``models`` (a ModelsConfig),
-    ``overheads`` and ``checkpoints`` (roofline, hls), ``perf`` (hls: the HLS perf table), ``fit`` (measured)."""
+    ``overheads``, ``checkpoints`` and ``prefix_cache`` (roofline, hls), ``perf`` (hls: the HLS perf table), ``fit`` (measured)."""
     if name not in _REGISTRY:
         raise UserError(f"unknown latency profile '{name}'; choose one of {profile_names()}")
     return _REGISTRY[name](**kwargs)

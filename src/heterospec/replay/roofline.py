@@ -104,8 +104,9 @@ class RooflineProfile(LatencyProfile):
     context_includes_prompt = True
 
     def __init__(self, system: Any, models: Any, overheads: dict | None = None, checkpoints: dict | None = None,
-                 name: str = "roofline"):
+                 name: str = "roofline", prefix_cache: bool = True):
         self.name = name
+        self.prefix_cache = prefix_cache
         over = {**CALL_OVERHEAD_MS, **(overheads or {})}
         self.shapes: dict[str, ModelShape] = {}
         self.devices: dict[str, Roofline] = {}
@@ -135,11 +136,18 @@ class RooflineProfile(LatencyProfile):
     def draft_prefill_disaggregated(self, n: int) -> float:
         return self.draft_on_target.forward(0, n)
 
-    def prm_score(self, n: int) -> float:
-        return self.devices["prm"].forward(0, n)
+    def prm_score(self, n: int, new: int | None = None) -> float:
+        return self._read("prm", n, new)
 
-    def target_prefill(self, kv: int) -> float:
-        return self.devices["target"].forward(0, kv)
+    def target_prefill(self, kv: int, new: int | None = None) -> float:
+        return self._read("target", kv, new)
+
+    def _read(self, role: str, context: int, new: int | None) -> float:
+        """One pass over the context's tokens not in the cache (all of them without a prefix cache)."""
+        if not self.prefix_cache or new is None:
+            return self.devices[role].forward(0, context)
+        new = min(max(new, 0), context)
+        return self.devices[role].forward(context - new, new)
 
     def target_decode(self, kv: int, g: int) -> float:
         return self.devices["target"].decode(kv, g)

@@ -77,7 +77,8 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
         prof = get_profile(name)
         return lambda system: prof
     checkpoints = {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
-    kw = dict(models=cfg.models, overheads=dict(cfg.replay.call_overhead_ms), checkpoints=checkpoints)
+    kw = dict(models=cfg.models, overheads=dict(cfg.replay.call_overhead_ms), checkpoints=checkpoints,
+              prefix_cache=bool(cfg.replay.prefix_cache))
     if name == "hls":
         kw["perf"] = paths.hls_perf
     return lambda system: get_profile(name, system=system, **kw)

@@ -127,25 +127,30 @@ def calls_from_collect(t: pa.Table, path: Path) -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- the measured profile
-def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dict | None = None) -> pa.Table:
-    """Fit on the sequential executor's calls (every trace set), else on everything there is; with the collect
-    root, the controller overheads from its sequential ``collect_calls/v1`` rows too."""
+def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dict | None = None,
+              fit_on: str | None = None) -> pa.Table:
+    """Fit on the sequential executor's calls (every trace set, or only ``fit_on``), else on everything there is;
+    with the collect root, the controller overheads from its sequential ``collect_calls/v1`` rows too."""
+    if fit_on is not None:
+        if fit_on not in {ts for ts, _ in calls}:
+            raise UserError(f"replay validate --fit-on {fit_on}: no such trace set (have {sorted({ts for ts, _ in calls})})")
+        calls = {k: t for k, t in calls.items() if k[0] == fit_on}
     seq = [t for (ts, ex), t in calls.items() if ex == "sequential"] or list(calls.values())
     fit = fit_calls(pa.concat_tables(seq), run)
-    rows, lat = sequential_rows(root, latency or {}) if root is not None else ([], {})
+    rows, lat = sequential_rows(root, latency or {}, fit_on) if root is not None else ([], {})
     return pa.concat_tables([fit, fit_overheads(rows, lat, run)]) if rows else fit
 
 
-def sequential_rows(root: Path, latency: dict) -> tuple[list[dict], dict]:
-    """The sequential executor's collect_calls/v1 rows (problem ids made unique per trace set and dataset) and
-    their problems' measured latencies, for :func:`fit_overheads`."""
+def sequential_rows(root: Path, latency: dict, fit_on: str | None = None) -> tuple[list[dict], dict]:
+    """The sequential executor's collect_calls/v1 rows (problem ids made unique per trace set and dataset; only
+    trace set ``fit_on`` when given) and their problems' measured latencies, for :func:`fit_overheads`."""
     cols = ["algorithm", "executor", "dataset", "problem_id", "role", "phase", "start_ns", "end_ns"]
     rows, lat = [], {}
     for path in sorted(root.rglob("*.parquet")):
         if any(p.startswith("shard-") for p in path.relative_to(root).parts) or _tag(path) != COLLECT_CALLS_TAG:
             continue
         for r in pq.read_table(path, columns=cols).to_pylist():
-            if r["executor"] == "sequential":
+            if r["executor"] == "sequential" and fit_on in (None, r["algorithm"]):
                 key = (r["algorithm"], "sequential", r["dataset"], r["problem_id"])
                 r["problem_id"] = key
                 rows.append(r)
@@ -163,8 +168,10 @@ def measured_profile(cfg: Any, paths: RunPaths) -> MeasuredProfile:
 
 
 # ----------------------------------------------------------------------------- validation
-def validate(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
-    """Fit, replay each executor's problems, compare with their measured latency; print and write the errors."""
+def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None = None) -> pa.Table:
+    """Fit, replay each executor's problems, compare with their measured latency; print and write the errors.
+    With ``fit_on`` (a trace set) the fit sees only that set's sequential calls, the others are held out, and
+    nothing is written (the run's saved fit and validation stay those of the full fit)."""
     from heterospec.cli import format_table
     from heterospec.config import compose_config
     from heterospec.replay.des import problems_from_steps, simulate
@@ -173,8 +180,9 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     executors = list(cfg.replay.validate_schedules)
     scheds = {e: get_schedule(e) for e in executors}
     calls, latency = find_traces(paths.collect_root, executors)
-    fit = fit_table(calls, cfg.name, paths.collect_root, latency)
-    write_fit(fit, paths.replay_fit)
+    fit = fit_table(calls, cfg.name, paths.collect_root, latency, fit_on)
+    if fit_on is None:
+        write_fit(fit, paths.replay_fit)
     print(format_table(["role", "phase", "calls", "r2", "mape", "coefficients (ms)"],
                        [(r["role"], r["phase"], r["calls"], r["r2"], r["mape"],
                          ", ".join(f"{f}: {c:.4g}" for f, c in zip(r["features"], r["coefficients"])))
@@ -206,17 +214,20 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
                                  system=str(system.name), measured_ms=m, predicted_ms=r["latency_ms"],
                                  rel_error=(r["latency_ms"] - m) / m))
     table = pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)
-    write_parquet(table, paths.replay_validation, VALIDATION_SCHEMA)
+    if fit_on is None:
+        write_parquet(table, paths.replay_validation, VALIDATION_SCHEMA)
     summary = defaultdict(list)
     for r in rows:
         summary[(r["trace_set"], r["executor"])].append(r)
     out = []
     for (ts, e), rs in sorted(summary.items()):
         mae = sum(abs(r["rel_error"]) for r in rs) / len(rs)
-        out.append((ts, e, len(rs), sum(r["measured_ms"] for r in rs) / len(rs),
+        out.append((ts + (" (fitted)" if ts == fit_on else " (held out)" if fit_on else ""), e, len(rs),
+                    sum(r["measured_ms"] for r in rs) / len(rs),
                     sum(r["predicted_ms"] for r in rs) / len(rs), 100 * mae,
                     "yes" if mae <= MAE_BAR else "NO"))
     print(format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "within_10pct"],
                        out))
-    print(f"[replay validate] {len(rows)} problem comparisons on {system.name} -> {paths.replay_validation}")
+    where = f"fit on {fit_on} only; nothing saved" if fit_on else str(paths.replay_validation)
+    print(f"[replay validate] {len(rows)} problem comparisons on {system.name} -> {where}")
     return table

@@ -4,7 +4,8 @@ A schedule is a set of switches (``ScheduleConfig``: prefetch, partial_cache, dr
 disaggregated_prefill), named by its file in ``conf/schedule/`` (``sequential``, ``step_ahead``, ``hetero``,
 ``prefetch_only``). With every switch off the policy is :mod:`.sequential`, the 3-GPU baseline; otherwise
 :mod:`.pipelined` turns on what the switches say. A policy is ``policy(problem, ctx, engine)``
-(see :mod:`heterospec.replay.des`).
+(see :mod:`heterospec.replay.des`). Policies track the target's and the PRM's caches (:class:`Cached`) and pass
+each call's ``new`` tokens to the profile, which charges them when it models a prefix cache.
 
 Token-level speculative decoding (DFVG) replays verification rounds, not steps: :mod:`.dfvg` (``DFVG_DESIGNS``).
 """
@@ -18,6 +19,25 @@ from heterospec.errors import UserError
 Policy = Callable[..., None]
 
 DFVG_DESIGNS = ("fpga_gpu", "gpu_only")   # heterospec.replay.schedules.dfvg, driven by heterospec.dfvg.replay
+
+
+class Cached:
+    """How much of the current context a model (the target, the PRM) holds in its KV cache. Contexts grow step by
+    step or roll back to a prefix; after a rejection the caller drops the cache to the prefix that stays valid."""
+    __slots__ = ("len",)
+
+    def __init__(self):
+        self.len = 0
+
+    def read(self, context: int) -> int:
+        """Tokens of ``context`` the model must still process; afterwards it holds all of them."""
+        new = context - self.len if context > self.len else 0
+        self.len = context
+        return new
+
+    def drop_to(self, prefix: int) -> None:
+        if self.len > prefix:
+            self.len = prefix
 
 
 @dataclass(frozen=True)
