@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from heterospec.config import compose_config
 from heterospec.errors import UserError
-from heterospec.replay.measured import MeasuredProfile, fit_calls
+from heterospec.replay.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.roofline import Roofline
 from heterospec.replay.shapes import PUBLISHED
@@ -156,14 +156,16 @@ def test_measured_fit_errors_are_one_line():
     with pytest.raises(UserError, match="no model calls with a measured wall_ms"):
         fit_calls(calls.set_column(calls.schema.get_field_index("wall_ms"), "wall_ms",
                                    pa.nulls(calls.num_rows, pa.float64())))
-    # a draft whose calls get *faster* with more tokens: the fit goes negative inside the traces' range
+    # a draft whose calls get *faster* with more tokens: the fit cannot follow (no negative coefficient), so it
+    # cannot predict a negative latency for longer calls either
     rows = calls.to_pylist()
     for r in rows:
         if (r["role"], r["phase"]) == ("draft", "decode"):
             r["wall_ms"] = 50.0 - 2.0 * r["tokens_out"]
-    with pytest.raises(UserError, match=r"fitted draft decode latency is negative .* at n=\d+, kv=\d+") as ei:
-        fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA))
-    assert "\n" not in str(ei.value)
+    fit = {(r["role"], r["phase"]): r for r in fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)).to_pylist()}
+    assert min(fit[("draft", "decode")]["coefficients"]) >= 0
+    assert MeasuredProfile.from_fit(pa.Table.from_pylist(list(fit.values()), schema=FIT_SCHEMA)).draft_decode(900, 500) > 0
+    # a fit file edited by hand: one line when a call would cost less than nothing
     prof = MeasuredProfile({**TRUE, ("target", "decode"): [-5.0, 1.0, 0.0, 0.0]})
     with pytest.raises(UserError, match="negative"):
         prof.target_decode(0, 1)

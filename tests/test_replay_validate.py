@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.errors import UserError
 from heterospec.replay.des import Ctx, FastEngine, Problem, SimpyEngine, SystemParams, simulate_problem
-from heterospec.replay.measured import MeasuredProfile, fit_calls, fit_overheads, lad
+from heterospec.replay.measured import MeasuredProfile, features, fit_calls, fit_overheads, lad
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls
 
@@ -126,6 +126,17 @@ def test_lad_ignores_a_tail_of_slow_calls():
     X = np.stack([np.ones_like(n), n], axis=-1)
     assert lad(X, y) == pytest.approx([1.0, 0.9], abs=0.05)
     assert np.linalg.lstsq(X, y, rcond=None)[0][1] > 1.1   # least squares follows the tail
+
+
+def test_lad_keeps_coefficients_non_negative():
+    rng = np.random.default_rng(2)
+    n = rng.integers(1, 6, 30).astype(float)       # a few short calls whose time falls with n: noise
+    y = 4.0 - 0.3 * n + rng.normal(0, 0.05, 30)
+    X = np.stack([np.ones_like(n), n, n * n], axis=-1)
+    c = lad(X, y)
+    assert (c >= 0).all() and c[1] == 0.0 and c[2] == 0.0
+    assert c[0] == pytest.approx(np.median(y), abs=0.1)            # the best constant: the median
+    assert (features("decode", np.arange(0, 500), np.full(500, 1000)) @ lad(X, y) >= 0).all()
 
 
 def test_overheads_and_whole_writes():

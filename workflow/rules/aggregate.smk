@@ -22,6 +22,7 @@ rule aggregate:
         quality_report(),
         replay_outputs(),
         collections(),
+        validation_outputs(),
         hls_outputs(),
         dfvg_outputs(),
     output:

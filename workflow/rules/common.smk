@@ -131,6 +131,13 @@ def replay_outputs():
     return [str(PATHS.replay_results), str(PATHS.replay_artifact)] if REPLAY_TRACES.is_dir() else []
 
 
+def validation_outputs():
+    """The simulator against the run's own collect traces (needs the sequential executor's calls to fit on)."""
+    if not collections() or "sequential" not in CFG.collect.executors:
+        return []
+    return [str(PATHS.replay_validation), str(PATHS.replay_fit)]
+
+
 def replay_trace_files(wildcards):
     return sorted(str(p) for p in (REPLAY_TRACES / wildcards.trace_set).rglob("*.json"))
 
@@ -197,7 +204,8 @@ def dfvg_replay_inputs():
 
 
 def run_outputs():
-    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), *collections(), *hls_outputs(),
+    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), *collections(),
+            *validation_outputs(), *hls_outputs(),
             *dfvg_outputs(), str(DUCKDB_FILE)]
 
 

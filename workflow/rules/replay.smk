@@ -1,5 +1,6 @@
 # replay: the HeteroReason artifact's published traces (paths.heteroreason_ae), imported per trace set and replayed
-# on modelled systems: conf/replay's systems x schedules x latency profiles, plus the artifact's own formulas.
+# on modelled systems: conf/replay's systems x schedules x latency profiles, plus the artifact's own formulas;
+# and the simulator validated against the run's own collect traces (measured profile, replay.validate_system).
 
 
 rule replay_import:
@@ -38,3 +39,22 @@ rule replay:
         "../envs/heterospec.yaml"
     shell:
         "python -m heterospec.replay run {params.hydra} 2>&1 | tee {log}"
+
+
+rule replay_validate:
+    input:
+        collections(),
+    output:
+        validation=PATHS.replay_validation,
+        fit=PATHS.replay_fit,
+    params:
+        spec=digest(CFG.replay.validate_system, CFG.replay.validate_schedules),
+        hydra=HYDRA,
+    log:
+        PATHS.log("replay_validate"),
+    benchmark:
+        PATHS.benchmark("replay_validate")
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.replay validate {params.hydra} 2>&1 | tee {log}"
