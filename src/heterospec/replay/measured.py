@@ -15,7 +15,7 @@ have a long tail from other processes, and the token counts vary little (draft s
 least squares chased the tail (R^2 0.02-0.45, coefficients of either sign); the median-type fit is stable across
 our rsd and brsd runs (held-out median error 9-10 % for decodes). The LAD fit gives the shape (slopes); its
 intercept is then shifted by the mean residual, because a replay *adds* call times: a median fit under-predicts
-each sum by the tail's share (5-12 % per role on our traces), a mean-unbiased one does not.
+each sum by the tail's share (mean problem latencies 4-12 % low on our traces), a mean-unbiased one does not.
 
 Between calls the controller works (results and requests cross process pipes; the PRM tokenises the steps):
 :func:`fit_overheads` takes, from sequential runs where nothing overlaps, the mean gap before each role's call
