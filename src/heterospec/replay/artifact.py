@@ -76,6 +76,26 @@ def replay_v12(events: list[Event], prompt_tokens: int, p: LatencyProfile) -> Re
     used_t = 0
     wait_total = 0.0
     last = len(events) - 1
+    def next_draft(after: float, nd: int | None) -> None:
+        """The draft writes the next step while ``after`` (the last verification) runs: the longer one counts."""
+        nonlocal lat, w, dkv
+        if nd is None:
+            lat += after
+            return
+        w = max(after, p.draft_decode(dkv, nd))
+        lat += w
+        dkv += nd
+
+    def target_step(t: int, verify: float) -> float:
+        """The target's step of ``t`` tokens: the part its prefetch window (w + verify) did not hide is waited for;
+        returns the verification of the target's step."""
+        nonlocal lat, wait_total, used_t
+        used_t += t
+        wait = max(0.0, p.target(kv, t) - (w + verify))
+        wait_total += wait
+        lat += verify + wait
+        return p.prm_score(kv + t) + p.comm(t)
+
     for i, e in enumerate(events):
         d = e.d
         verify = p.prm_score(kv + d) + p.comm(d)
@@ -83,52 +103,27 @@ def replay_v12(events: list[Event], prompt_tokens: int, p: LatencyProfile) -> Re
         if e.status == "accept_pure_draft":
             kv += d
             stack.append((e.logical_step, d))
-            if nd is not None:
-                s = max(verify, p.draft_decode(dkv, nd))
-                lat += s
-                w = s
-                dkv += nd
-            else:
-                lat += verify
+            next_draft(verify, nd)
         elif e.status == "target_rescue":
             t = _total(e)
-            used_t += t
-            wait = max(0.0, p.target(kv, t) - (w + verify))
-            wait_total += wait
-            tv = p.prm_score(kv + t) + p.comm(t)
+            tv = target_step(t, verify)
             kv += t
             dkv = kv
             stack.append((e.logical_step, t))
-            if nd is not None:
-                s = max(tv, p.draft_decode(kv, nd))
-                lat += verify + wait + s
-                w = s
-                dkv = kv + nd
-            else:
-                lat += verify + wait + tv
+            next_draft(tv, nd)
         elif e.status == "BACKTRACK_EVENT":
             t = _total(e) or d
-            used_t += t
             if e.to_step is None:
                 raise UserError(f"BACKTRACK_EVENT at step {e.logical_step} has no to_step")
             while stack and stack[-1][0] > e.to_step:
                 _, tok = stack.pop()
                 kv -= tok
                 dkv -= tok
-            wait = max(0.0, p.target(kv, t) - (w + verify))
-            wait_total += wait
-            tv = p.prm_score(kv + t) + p.comm(t)
-            lat += verify + wait
+            tv = target_step(t, verify)
             kv += t
             dkv += t
             stack.append((e.to_step, t))
-            if nd is not None:
-                s = max(tv, p.draft_decode(dkv, nd))
-                lat += s
-                w = s
-                dkv += nd
-            else:
-                lat += tv
+            next_draft(tv, nd)
         else:
             raise UserError(f"v12 replay: status '{e.status}' at step {e.logical_step} is not a v12 status")
     return Replayed(lat, used_t, wait_total)
