@@ -5,6 +5,7 @@
     heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
     heterospec views                              list the catalogue's views and their columns
+    heterospec summary RUN                        what a finished run produced (its accuracy table, if any)
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
 """
@@ -57,6 +58,21 @@ def _views(args) -> None:
         print(f"{name}: {', '.join(cols)}")
 
 
+def _summary(args) -> None:
+    """A finished run's accuracy table when it has one, else the tables that hold its rows."""
+    from heterospec.store.catalog import TABLES, query
+    _, views = query(args.db, "SELECT view_name FROM duckdb_views() WHERE NOT internal")
+    present = {v for (v,) in views}
+    run = args.run.replace("'", "''")
+    if "accuracy" in present:
+        cols, rows = query(args.db, f"SELECT * FROM accuracy WHERE run = '{run}'")
+        if rows:
+            print(format_table(cols, rows))
+            return
+    mine = [v for v in TABLES if v in present and query(args.db, f"SELECT 1 FROM {v} WHERE run = '{run}' LIMIT 1")[1]]
+    print(f"run {args.run}: {', '.join(mine) or 'no tables yet'} (heterospec query \"SELECT * FROM <view>\")")
+
+
 def _config(args) -> None:
     from heterospec.config import to_yaml
     cfg, paths = stage.compose(args)
@@ -104,6 +120,11 @@ def main(argv: list[str]) -> None:
     v = sub.add_parser("views", help="list the catalogue's views and their columns")
     v.add_argument("--db", type=Path, default=DUCKDB_FILE)
     v.set_defaults(func=_views)
+
+    s = sub.add_parser("summary", help="what a finished run produced: its accuracy table, or its tables")
+    s.add_argument("run", help="the run's name (results/<run>/)")
+    s.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    s.set_defaults(func=_summary)
 
     c = sub.add_parser("config", help="print the resolved config for Hydra overrides")
     c.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")

@@ -36,4 +36,4 @@ rule aggregate:
 
 
 onsuccess:
-    shell(f"python -m heterospec query \"SELECT * FROM accuracy WHERE run = '{CFG.name}'\" || true")
+    shell(f"python -m heterospec summary {shlex.quote(str(CFG.name))} || true")

@@ -7,33 +7,16 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from heterospec.config import compose_config, run_dir
+from heterospec.config.snakemake import parse_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths
 
 
-def parse_overrides(value):
-    """Hydra overrides from --config overrides=...: space-separated, or one bracketed comma list."""
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    text = str(value or "").strip()
-    if text.startswith("[") and text.endswith("]"):
-        items, depth, cur = [], 0, ""
-        for ch in text[1:-1]:
-            depth += ch in "[{(" and 1 or (-1 if ch in "]})" else 0)
-            if ch == "," and depth == 0:
-                items.append(cur.strip())
-                cur = ""
-            else:
-                cur += ch
-        return [i for i in items + [cur.strip()] if i]
-    return shlex.split(text)
-
-
-EXPERIMENT = str(config.get("experiment", "default"))
-OVERRIDES = [f"experiment={EXPERIMENT}"] + parse_overrides(config.get("overrides", ""))
-if config.get("name"):
-    OVERRIDES.append(f"name={config['name']}")
-try:
+try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra config it names
+    validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+    OVERRIDES = [f"experiment={config['experiment']}"] + parse_overrides(config["overrides"])
+    if config.get("name"):
+        OVERRIDES.append(f"name={config['name']}")
     CFG = compose_config(OVERRIDES)
 except UserError as e:
     print(f"heterospec: {e}", file=sys.stderr)

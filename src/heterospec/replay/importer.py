@@ -259,9 +259,13 @@ def import_traces(root: str | Path, fmt: str | None = None) -> ImportedTraces:
     root = Path(root)
     rows: list[dict] = []
     targets: list[dict] = []
-    for path in trace_files(root):
+    files = trace_files(root)
+    for n, path in enumerate(files):
         rel = path.name if root.is_file() else str(path.relative_to(root))
-        r, t = _parse_file(path, rel, path.parent.name, fmt)
+        try:
+            r, t = _parse_file(path, rel, path.parent.name, fmt)
+        except UserError as e:
+            raise UserError(f"{e} ({n} of {len(files)} traces read before it; fix or remove this file)") from None
         rows += r
         targets += t
     return ImportedTraces(pa.Table.from_pylist(rows, schema=EVENTS_SCHEMA),

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
 
@@ -194,16 +195,39 @@ def build(db_path: Path, root: Path = Path(".")) -> list[str]:
     try:
         for view, pattern in TABLES.items():
             if glob.glob(str(Path(root) / pattern)):
-                con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")
+                try:
+                    con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")
+                except duckdb.Error as e:
+                    raise _unreadable(root, [pattern]) or UserError(f"view {view}: {_first_line(e)}") from None
                 made.append(view)
         for view, (needs, sql) in SUMMARIES.items():
             if all(n in made for n in needs):
                 con.execute(f"CREATE VIEW {view} AS {sql}")
                 made.append(view)
-    finally:
+    except BaseException:
         con.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    con.close()
     os.replace(tmp, db_path)
     return made
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _unreadable(root: Path, patterns) -> UserError | None:
+    """The first Parquet file under these globs whose footer cannot be read, as a one-line error saying how
+    to recover; None when every file reads."""
+    for pattern in patterns:
+        for f in sorted(glob.glob(str(Path(root) / pattern))):
+            try:
+                pq.read_metadata(f)
+            except Exception as e:  # pyarrow raises ArrowInvalid or OSError for truncated and foreign files
+                return UserError(f"{f}: not a readable Parquet file, truncated or corrupt ({_first_line(e)}); "
+                                 "delete it and rerun `snakemake --cores all` (or the rule that makes it)")
+    return None
 
 
 def connect(db_path: Path) -> duckdb.DuckDBPyConnection:
@@ -225,7 +249,7 @@ def query(db_path: Path, sql: str):
             return [], []
         return rel.columns, rel.fetchall()
     except duckdb.Error as e:
-        first = str(e).strip().splitlines()[0]
-        raise UserError(f"query failed: {first}") from None
+        broken = _unreadable(db_path.resolve().parent.parent, TABLES.values()) if "parquet" in str(e).lower() else None
+        raise broken or UserError(f"query failed: {_first_line(e)}") from None
     finally:
         con.close()
