@@ -77,7 +77,7 @@ def _open_journal(journal: Path, spec: str) -> None:
 def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
               shard: str, processes: bool | None = None) -> dict[str, Path]:
     """Collect one shard; returns the paths of its three tables."""
-    from heterospec.models.stage import read_manifest
+    from heterospec.models.manifest import read_manifest
     from heterospec.reasoning.session import Session
     from heterospec.tasks import load_problems
 

@@ -44,7 +44,7 @@ def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[st
     from heterospec.models.generate import greedy_generate
     from heterospec.models.loading import load_causal_lm, load_tokenizer
     from heterospec.models.prompts import format_prompt
-    from heterospec.models.stage import read_manifest
+    from heterospec.models.manifest import read_manifest
     from heterospec.tasks import load_problems
 
     if method not in EVAL_METHODS:

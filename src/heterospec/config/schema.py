@@ -99,7 +99,6 @@ class AlgorithmConfig:
     backtrack_threshold: float = 0.7
     max_backtracks: int = 5          # per problem
     ancestor_limit: int = 10         # anchor search goes up at most this many steps
-    interventions_per_node: int = 1
     max_steps: int = 100
     max_tokens_per_call: int = 2048
     temperature: float = 0.0         # 0 = greedy

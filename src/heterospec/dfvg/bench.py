@@ -15,7 +15,7 @@ import pyarrow as pa
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from heterospec.cli import format_table
+from heterospec.tables import format_table
 from heterospec.dfvg.stage import open_pair, prompts, run_method
 from heterospec.dfvg.strategies import Chain, Tree
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, ROUNDS_SCHEMA

@@ -39,7 +39,7 @@ def prompts(cfg: DictConfig, tokenizer, overrides: list[str] = ()) -> list[tuple
 
 
 def open_pair(cfg: DictConfig, paths: RunPaths) -> Pair:
-    from heterospec.models.stage import read_manifest
+    from heterospec.models.manifest import read_manifest
     draft = read_manifest(paths.model_manifest("draft"))["path"]
     target = read_manifest(paths.model_manifest("target"))["path"]
     dev = cfg.system.torch_devices
@@ -106,7 +106,7 @@ def collect(cfg: DictConfig, paths: RunPaths, method: str, overrides: list[str])
 
 def replay_run(cfg: DictConfig, paths: RunPaths) -> None:
     from heterospec.dfvg.replay import replay, summary
-    from heterospec.cli import format_table
+    from heterospec.tables import format_table
     rounds = pa.concat_tables([read_parquet(paths.dfvg_rounds(s), ROUNDS_SCHEMA) for s in cfg.dfvg.strategies])
     gens = read_parquet(paths.dfvg_generations("target_greedy"), GENERATIONS_SCHEMA)
     perf = paths.hls_perf if "hls" in cfg.dfvg.replay.profiles else None

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from heterospec.config import dataset_config
+from heterospec.models.manifest import read_manifest
 from heterospec.paths import ROLES, RunPaths
 from heterospec.store import read_parquet, versioned, write_parquet
 
@@ -45,8 +46,7 @@ def _bars_met(row: dict) -> bool:
 
 def quality_report(cfg, paths: RunPaths, overrides: list[str], out: Path, reuse: bool = False) -> pa.Table:
     """Evaluate the trained trio on held-out problems and write the report row to ``out``."""
-    from heterospec.models.quality import evaluate_quality
-    from heterospec.models.stage import read_manifest
+    from heterospec.models.quality import evaluate_quality   # torch: only when a report is made
 
     if reuse and Path(out).exists():
         return read_parquet(out, QUALITY_SCHEMA)

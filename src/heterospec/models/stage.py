@@ -9,7 +9,6 @@ killed run never leaves a manifest pointing at a half-written model.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.errors import UserError
+from heterospec.models.manifest import write_manifest
 from heterospec.paths import ROLES, RunPaths
 
 
@@ -49,13 +49,6 @@ def resolve_checkpoint(role: str, role_cfg: DictConfig) -> Path:
                     f"(HETEROSPEC_DOWNLOAD=1 lets this stage download it)")
 
 
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[str], out: Path) -> dict:
     """Train (source=train) or resolve (source=hub) one role and write its manifest to ``out``."""
     if role not in ROLES:
@@ -74,23 +67,9 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
         manifest.update(path=str(resolve_checkpoint(role, role_cfg)), hub_id=role_cfg.path)
     else:
         raise UserError(f"models.{role}.source={role_cfg.source}: expected 'train' or 'hub'")
-    _write_json(out, manifest)
+    write_manifest(out, manifest)
     print(f"[models] {role}: {manifest['path']}")
     return manifest
-
-
-def read_manifest(path: Path) -> dict:
-    """A role's manifest; a missing or stale one is a clear error, not a traceback."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: model manifest not found; run the models stage first "
-                        f"(snakemake --cores all, or python -m heterospec.models train --role ROLE)") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e.msg})") from None
-    if not Path(data.get("path", "")).exists():
-        raise UserError(f"{path}: points at {data.get('path')!r}, which does not exist; retrain or re-resolve the model")
-    return data
 
 
 def main(argv: list[str]) -> None:

@@ -133,7 +133,7 @@ def print_summary(results: pa.Table, artifact: pa.Table) -> None:
         a = art[(r["trace_set"], r["dataset"], r["profile"])]
         a[0] += 1
         a[1] += r["latency_ms"]
-    from heterospec.cli import format_table
+    from heterospec.tables import format_table
     rows = [(*k, n, lat / n / 1e3, tok / lat * 1e3, e / tok if tok else None) for k, (n, lat, tok, e) in sorted(acc.items())]
     rows += [(ts, ds, prof, "(artifact formula)", "", n, lat / n / 1e3, None, None)
              for (ts, ds, prof), (n, lat) in sorted(art.items())]

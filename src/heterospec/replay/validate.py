@@ -172,7 +172,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     """Fit, replay each executor's problems, compare with their measured latency; print and write the errors.
     With ``fit_on`` (a trace set) the fit sees only that set's sequential calls, the others are held out, and
     nothing is written (the run's saved fit and validation stay those of the full fit)."""
-    from heterospec.cli import format_table
+    from heterospec.tables import format_table
     from heterospec.config import compose_config
     from heterospec.replay.des import problems_from_steps, simulate
     from heterospec.replay.schedules import get_schedule
