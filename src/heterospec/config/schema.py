@@ -152,6 +152,7 @@ class ScheduleConfig:
     draft_pipeline: bool = False     # draft the next step while the PRM scores this one
     shadow_sync: bool = False        # draft ingests target tokens while the target refines (T1)
     disaggregated_prefill: bool = False  # draft's prompt prefilled on the target GPU, KV state moved once (T1)
+    draft_lookahead: int = 1         # with draft_pipeline: steps the draft may run ahead of the PRM's verdicts
 
 
 # ----------------------------------------------------------------------------- collect

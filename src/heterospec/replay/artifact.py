@@ -129,7 +129,7 @@ def replay_v12(events: list[Event], prompt_tokens: int, p: LatencyProfile) -> Re
     return Replayed(lat, used_t, wait_total)
 
 
-def _v11_counts(e: Event) -> tuple[int, int, bool]:
+def v11_counts(e: Event) -> tuple[int, int, bool]:
     """(total, critical, mode recorded) for a rescue / accept_via_prefetch / backtrack event (v11 rule)."""
     if e.status == "BACKTRACK_EVENT":
         if e.bt_target_mode is not None and e.bt_target_mode in TARGET_TRACE_MODES:
@@ -162,7 +162,7 @@ def replay_v11(events: list[Event], p: LatencyProfile) -> Replayed:
             kv += d
             dkv += d
         elif e.status in ("target_rescue", "accept_via_prefetch", "BACKTRACK_EVENT"):
-            total, crit, recorded = _v11_counts(e)
+            total, crit, recorded = v11_counts(e)
             used_t += total
             if e.status == "BACKTRACK_EVENT":
                 tgt = p.target(kv, crit)

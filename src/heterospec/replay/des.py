@@ -95,13 +95,20 @@ class SystemParams:
         return self.link_latency_us * 1e-3 + (0.0 if math.isinf(bw) else nbytes / (bw * 1e9) * 1e3)
 
 
+PREFETCH_OUTCOMES = ("auto", "recorded", "simulated")
+
+
 @dataclass
 class Ctx:
-    """What a policy may use: the latency profile and the system."""
+    """What a policy may use: the latency profile, the system, and whether the target's work on a rejected step is
+    what the trace records (``recorded``; None: the profile's ``honours_trace``, see :mod:`.profiles`)."""
     profile: LatencyProfile
     system: SystemParams
+    recorded: bool | None = None
 
     def __post_init__(self):
+        if self.recorded is None:
+            self.recorded = self.profile.honours_trace
         bw = self.system.link_bandwidth_gbs
         self._per_token_ms = 0.0 if math.isinf(bw) else self.profile.bytes_per_token / (bw * 1e9) * 1e3
         self._hop_ms = self.system.link_latency_us * 1e-3
@@ -126,6 +133,8 @@ class Problem:
     trace_set: str = ""
     scored: list | None = None   # per step: the PRM scores the target's step (None: every one, as in BRSD)
     r: list | None = None        # per step: tokens of a failed rescue before a backtrack (None: none)
+    crit: list | None = None     # per step: recorded target tokens left after the prefetch (None: not recorded)
+    dkv: list | None = None      # per step: the draft's context by the trace's replay rule (None: kvv)
 
     @property
     def accepted_tokens(self) -> int:
@@ -144,7 +153,7 @@ class Problem:
 def problems_from_steps(steps: pa.Table) -> list[Problem]:
     cols = steps.select(["dataset", "problem", "prompt_tokens", "outcome", "draft_tokens", "target_tokens",
                          "kv_verify", "kv_target", "path_tokens", "trace_set", "target_scored",
-                         "rescue_tokens"]).to_pydict()
+                         "rescue_tokens", "critical_tokens", "draft_kv"]).to_pydict()
     out: list[Problem] = []
     n = len(cols["problem"])
     i = 0
@@ -156,7 +165,8 @@ def problems_from_steps(steps: pa.Table) -> list[Problem]:
         out.append(Problem(key[1], key[2], cols["prompt_tokens"][i], cols["outcome"][i:j],
                            cols["draft_tokens"][i:j], cols["target_tokens"][i:j], cols["kv_verify"][i:j],
                            cols["kv_target"][i:j], cols["path_tokens"][i:j], key[0], cols["target_scored"][i:j],
-                           cols["rescue_tokens"][i:j]))
+                           cols["rescue_tokens"][i:j], cols["critical_tokens"][i:j],
+                           None if cols["draft_kv"][i] is None else cols["draft_kv"][i:j]))
         i = j
     return out
 

@@ -49,12 +49,13 @@ class Schedule:
     draft_pipeline: bool = False
     shadow_sync: bool = False
     disaggregated_prefill: bool = False
+    draft_lookahead: int = 1   # with draft_pipeline: steps the draft may run ahead of the PRM's verdicts
 
     @property
     def policy(self) -> Policy:
         from heterospec.replay.schedules.pipelined import pipelined
         from heterospec.replay.schedules.sequential import sequential
-        if not any(getattr(self, f.name) for f in fields(self) if f.name != "name"):
+        if not any(getattr(self, f.name) for f in fields(self) if f.name not in ("name", "draft_lookahead")):
             return sequential
         return lambda prob, ctx, eng: pipelined(prob, ctx, eng, self)
 
@@ -62,7 +63,8 @@ class Schedule:
     def from_config(cls, cfg: Any) -> "Schedule":
         """From a ScheduleConfig, a DictConfig or a dict with the same keys."""
         get = cfg.get if hasattr(cfg, "get") else lambda k, d=None: getattr(cfg, k, d)
-        return cls(**{f.name: (str if f.name == "name" else bool)(get(f.name, False)) for f in fields(cls)})
+        kinds = {"name": str, "draft_lookahead": int}
+        return cls(**{f.name: kinds.get(f.name, bool)(get(f.name, f.default)) for f in fields(cls)})
 
 
 _CACHE: dict[str, Schedule] = {}
