@@ -182,6 +182,7 @@ class ReplayConfig:
     workers: int = 1                 # processes for the replay grid
     call_overhead_ms: dict[str, float] = field(default_factory=dict)  # roofline: ms per forward pass by device kind
     prefix_cache: bool = True        # roofline/hls: target and PRM read only context not in their KV cache
+    prefetch_outcome: str = "auto"   # auto | recorded | simulated: rejected steps' target work (auto: paper profiles record)
     validate_system: str = "cpu3"    # the system our own traces were collected on
     validate_schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
 

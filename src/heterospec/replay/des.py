@@ -492,11 +492,12 @@ def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast
 
 def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules: Iterable[Any],
              profile: str | LatencyProfile | Callable[[Any], LatencyProfile] = "paper_v12",
-             engine: str = "fast", workers: int = 1, run: str = "") -> pa.Table:
+             engine: str = "fast", workers: int = 1, run: str = "", recorded: bool | None = None) -> pa.Table:
     """Every problem x system x schedule. ``systems``: SystemConfig-like objects or SystemParams; ``schedules``:
     names or ScheduleConfig-like objects; ``profile``: a name, a profile, or ``profile(system) -> profile`` for
     profiles that depend on the system's hardware. ``workers`` > 1 splits the grid over forked processes (same
-    rows, same order). ``run`` fills the run column."""
+    rows, same order). ``run`` fills the run column. ``recorded``: rejected steps' target work as the trace
+    records it (True), simulated (False), or as the profile says (None; :class:`Ctx`)."""
     from heterospec.replay.schedules import get_schedule
     probs = problems_from_steps(steps) if isinstance(steps, pa.Table) else list(steps)
     scheds = [get_schedule(s) for s in schedules]
@@ -510,7 +511,7 @@ def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules:
             prof = profile(system)
         else:
             prof = get_profile(profile, system=system if not isinstance(system, SystemParams) else None)
-        jobs += [(Ctx(prof, sysp), sched, probs, engine, run) for sched in scheds]
+        jobs += [(Ctx(prof, sysp, recorded), sched, probs, engine, run) for sched in scheds]
     if workers <= 1 or len(jobs) * len(probs) < 2000:
         return pa.concat_tables([_replay_job(j) for j in jobs]) if jobs else RESULTS_SCHEMA.empty_table()
     return _in_processes(jobs, workers)

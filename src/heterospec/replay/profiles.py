@@ -221,11 +221,30 @@ class PaperProfile(LatencyProfile):
         return k
 
 
+PAPER_PROFILES = {"paper_v12": PAPER_V12, "paper_v11": PAPER_V11, "paper_v11_config2": PAPER_V11_CONFIG2}
+
+# The draft's ms per generated token (α_d) by the draft device's hardware config (docs/replay.md, "Draft prices"):
+# u280: the artifact's config1.json; rtx3090: the artifact's measured BBeam1 Config1 runs (AE_alg reference_runs:
+# draft_time / draft_tokens over its four datasets, 11,131.5 s / 1,214,124 tokens); v80: not priced by the artifact,
+# the U280's scaled by HBM bandwidth (460 / 820 GB/s; a memory-bound decode). Other devices keep the constants' α_d.
+DRAFT_MS_PER_TOKEN = {"u280": 5.74, "rtx3090": 9.168, "v80": 5.74 * 460 / 820}
+
+
+def _draft_device(system) -> str | None:
+    """The hardware name of a SystemConfig's draft device (None: no system, or one without names)."""
+    try:
+        return str(system.draft.name) if system is not None else None
+    except (AttributeError, KeyError):
+        return None
+
+
+def _paper(name: str, c: PaperConstants, system=None, **_) -> "PaperProfile":
+    price = DRAFT_MS_PER_TOKEN.get(_draft_device(system))
+    return PaperProfile(name, c if price is None else replace(c, draft_alpha=price))
+
+
 _REGISTRY: dict[str, Callable[..., LatencyProfile]] = {
-    "paper_v12": lambda **_: PaperProfile("paper_v12", PAPER_V12),
-    "paper_v11": lambda **_: PaperProfile("paper_v11", PAPER_V11),
-    "paper_v11_config2": lambda **_: PaperProfile("paper_v11_config2", PAPER_V11_CONFIG2),
-}
+    name: (lambda name=name, c=c, **kw: _paper(name, c, **kw)) for name, c in PAPER_PROFILES.items()}
 
 
 def _roofline(**kw) -> LatencyProfile:

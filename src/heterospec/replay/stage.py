@@ -18,8 +18,8 @@ import pyarrow as pa
 from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.artifact import REPLAY_SCHEMA, replay_table
-from heterospec.replay.des import RESULTS_SCHEMA, problems_from_steps, simulate
+from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
+from heterospec.replay.des import PREFETCH_OUTCOMES, RESULTS_SCHEMA, problems_from_steps, simulate
 from heterospec.replay.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles import get_profile, profile_names
 from heterospec.replay.schedules import get_schedule
@@ -73,9 +73,8 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
         from heterospec.replay.validate import measured_profile
         prof = measured_profile(cfg, paths)
         return lambda system: prof
-    if name not in HARDWARE_PROFILES:
-        prof = get_profile(name)
-        return lambda system: prof
+    if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (profiles.DRAFT_MS_PER_TOKEN)
+        return lambda system: get_profile(name, system=system)
     checkpoints = {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
     kw = dict(models=cfg.models, overheads=dict(cfg.replay.call_overhead_ms), checkpoints=checkpoints,
               prefix_cache=bool(cfg.replay.prefix_cache))
@@ -96,6 +95,14 @@ def load_steps(cfg: Any, paths: RunPaths) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+def prefetch_outcome(cfg: Any) -> bool | None:
+    """``replay.prefetch_outcome``: None (auto: the profile says), True (recorded) or False (simulated)."""
+    v = cfg.replay.prefetch_outcome
+    if v not in PREFETCH_OUTCOMES:
+        raise UserError(f"replay.prefetch_outcome '{v}': choose one of {list(PREFETCH_OUTCOMES)}")
+    return None if v == "auto" else v == "recorded"
+
+
 def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay every imported trace set on every system x schedule x profile; also the artifact's own formulas."""
     scheds = [get_schedule(s) for s in cfg.replay.schedules]
@@ -105,12 +112,13 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
         for f in factories.values():
             f(s)
     probs = problems_from_steps(load_steps(cfg, paths))
-    parts = [simulate(probs, systems, scheds, f, cfg.replay.engine, cfg.replay.workers, run=cfg.name)
-             for f in factories.values()]
+    recorded = prefetch_outcome(cfg)
+    parts = [simulate(probs, systems, scheds, f, cfg.replay.engine, cfg.replay.workers, run=cfg.name,
+                      recorded=recorded) for f in factories.values()]
     results = pa.concat_tables(parts)
     write_parquet(results, paths.replay_results, RESULTS_SCHEMA)
-    artifact = pa.concat_tables([replay_table(read_events(paths.replay_events(ts)), trace_set=ts, run=cfg.name)
-                                 for ts in cfg.replay.trace_sets])
+    artifact = pa.concat_tables([replay_for_profiles(read_events(paths.replay_events(ts)), list(cfg.replay.profiles),
+                                                     trace_set=ts, run=cfg.name) for ts in cfg.replay.trace_sets])
     write_parquet(artifact, paths.replay_artifact, REPLAY_SCHEMA)
     print_summary(results, artifact)
     print(f"[replay run] {results.num_rows} problem-replays -> {paths.replay_results}; "
