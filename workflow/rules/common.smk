@@ -150,8 +150,10 @@ def replay_inputs(wildcards):
 
 
 def replay_spec(wildcards):
+    """Everything the replay reads besides its input files: its config, the models, each system and schedule."""
+    from heterospec.replay.stage import schedule_configs
     systems = [compose_config([*OVERRIDES, f"system={s}"]).system for s in CFG.replay.systems]
-    return digest(CFG.replay, CFG.models, *systems)
+    return digest(CFG.replay, CFG.models, *systems, *schedule_configs(CFG, OVERRIDES))
 
 
 def hls_spec():

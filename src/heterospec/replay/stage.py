@@ -22,7 +22,7 @@ from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
 from heterospec.replay.des import PREFETCH_OUTCOMES, RESULTS_SCHEMA, problems_from_steps, simulate
 from heterospec.replay.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles import get_profile, profile_names
-from heterospec.replay.schedules import get_schedule
+from heterospec.replay.schedules import get_schedule, schedule_names
 from heterospec.replay.steps import steps_from_events
 from heterospec.store.parquet import write_parquet
 
@@ -62,6 +62,22 @@ def system_configs(cfg: Any, overrides: list[str]) -> list[Any]:
     out = []
     for name in cfg.replay.systems:
         out.append(cfg.system if cfg.system.name == name else compose_config([*overrides, f"system={name}"]).system)
+    return out
+
+
+def schedule_configs(cfg: Any, overrides: list[str]) -> list[Any]:
+    """The schedules the replay runs, each composed through the ``schedule`` Hydra group with the run's overrides
+    (so ``schedule.*`` overrides apply to every one): the one a ``schedule=<name>`` override picks, else every
+    ``replay.schedules`` entry (an empty list: the run's ``schedule``)."""
+    picked = any(o.split("=", 1)[0].lstrip("+~") == "schedule" for o in overrides)
+    if picked or not cfg.replay.schedules:
+        return [cfg.schedule]
+    out = []
+    for name in cfg.replay.schedules:
+        if name not in schedule_names():
+            raise UserError(f"unknown schedule '{name}' in replay.schedules; choose one of {schedule_names()}")
+        out.append(cfg.schedule if cfg.schedule.name == name else
+                   compose_config([*overrides, f"schedule={name}"]).schedule)
     return out
 
 
@@ -105,7 +121,7 @@ def prefetch_outcome(cfg: Any) -> bool | None:
 
 def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay every imported trace set on every system x schedule x profile; also the artifact's own formulas."""
-    scheds = [get_schedule(s) for s in cfg.replay.schedules]
+    scheds = [get_schedule(s) for s in schedule_configs(cfg, overrides)]
     factories = {p: profile_factory(p, cfg, paths) for p in cfg.replay.profiles}
     systems = system_configs(cfg, overrides)
     for s in systems:       # build every profile once up front: a missing hardware field fails before any work
