@@ -116,7 +116,7 @@ def test_validate_on_synthetic_collect_traces(tmp_path):
     for ex in ("sequential", "step_ahead"):
         errs = [abs(v["rel_error"]) for v in val if v["executor"] == ex]
         assert len(errs) == 40 and sum(errs) / len(errs) < 0.10, ex
-    assert "mae_pct" in r.stdout and "draft" in r.stdout and "r2" in r.stdout
+    assert "mae_pct" in r.stdout and "mae_95ci_pct" in r.stdout and "draft" in r.stdout and "r2" in r.stdout
     fit = pq.read_table(tmp_path / "results" / "ci" / "replay" / "measured_fit.parquet")
     assert min(fit.column("r2").to_pylist()) > 0.97
     before = (tmp_path / "results" / "ci" / "replay" / "validation.parquet").stat().st_mtime_ns
