@@ -76,19 +76,22 @@ def v12_trace(draw):
 
 
 @st.composite
-def v11_trace(draw):
-    """A v11 trace: accepts and rescues with recorded prefetch outcomes (or none recorded)."""
+def v11_trace(draw, backtracks=False):
+    """A v11 trace: accepts and rescues with recorded prefetch outcomes (or none recorded); with ``backtracks``,
+    also backtracks to an earlier step (none recorded: the v11 rule's (d, d))."""
     events = []
     for i in range(draw(st.integers(1, 14))):
-        status = draw(st.sampled_from(["accept_pure_draft"] * 3 + ["target_rescue", "accept_via_prefetch"]))
-        total = 0 if status == "accept_pure_draft" else draw(st.integers(0, 300))
-        mode = "none" if status == "accept_pure_draft" else \
+        status = draw(st.sampled_from(["accept_pure_draft"] * 3 + ["target_rescue", "accept_via_prefetch"]
+                                      + (["BACKTRACK_EVENT"] if backtracks and i > 1 else [])))
+        total = 0 if status in ("accept_pure_draft", "BACKTRACK_EVENT") else draw(st.integers(0, 300))
+        mode = "none" if status in ("accept_pure_draft", "BACKTRACK_EVENT") else \
             draw(st.sampled_from(["none", "prefetched_complete", "partial_resume", "direct_generation"]))
         crit = 0 if mode in ("none", "prefetched_complete") else draw(st.integers(0, total))
+        extra = dict(to_step=draw(st.integers(0, i - 1))) if status == "BACKTRACK_EVENT" else {}
         events.append(dict(event_idx=i, logical_step=i, status=status, final_model="x",
                            draft_tokens_spent=draw(st.integers(1, 200)), target_tokens_spent=total,
                            target_mode=mode, target_cached_tokens=0, target_continuation_tokens=0,
-                           target_critical_gen_tokens=crit, latency=0))
+                           target_critical_gen_tokens=crit, latency=0, **extra))
     return dict(idx=0, execution_trace=events,
                 summary=dict(is_correct=True, backtrack_count=0, total_tokens_breakdown=[0, 0, 0]))
 
@@ -110,6 +113,26 @@ def test_generated_problems_match_the_formula(doc, u280):
     (err,) = fast.values()
     assert abs(err) <= TOLERANCE
     assert errors(events, u280, "simpy") == fast   # and the two engines give the same times
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(doc=v11_trace(backtracks=True))
+def test_v11_backtracks_differ_only_by_the_rolled_back_context(doc, u280):
+    """By construction: the v11 rule writes a backtrack's target step after the whole context (kv += total, nothing
+    rolled back); the steps table rolls the path back to the anchor, so later PRM and target calls read a shorter
+    context. With v11's 0.0018 ms per context token that moves a problem by far less than the bar."""
+    events = _events(doc)
+    (err,) = errors(events, u280).values()
+    (formula,) = replay_table(events).column("latency_ms").to_pylist()
+    n = events.num_rows
+    steps = steps_from_events(events).to_pylist()
+    rolled_back, target_tokens = sum(r["rollback_tokens"] for r in steps), sum(r["target_tokens"] for r in steps)
+    c = get_profile("paper_v11").c
+    # each later PRM call and target step reads at most the rolled-back tokens less; 1 µs per link hop
+    bound = rolled_back * ((c.prm_beta + c.target_pre_beta) * n + c.target_gen_beta * target_tokens) + 4e-3 * n
+    assert abs(err) * formula <= bound
+    assert abs(err) <= TOLERANCE
 
 
 # ----------------------------------------------------------------------------- partial reuse
