@@ -165,3 +165,22 @@ def test_a_rewrite_resumes_only_a_prefetch_of_its_own_context(u280):
     assert _last_rewrite_ms(_bt_problem("accept"), u280) < full - 1.0
     # step 4 a rescue: no prefetch was stopped in [s0, t3]; s2's at [s0, r1] has the same length, another context
     assert _last_rewrite_ms(_bt_problem("rescue"), u280) == pytest.approx(full, rel=1e-12)
+
+
+def test_a_deeper_look_ahead_is_a_named_option(u280):
+    """draft_lookahead: the draft may run that many steps ahead of the PRM's verdicts (the paper's pipelining: 1)."""
+    from dataclasses import replace
+    from heterospec.replay.schedules import get_schedule
+    kv = [1000 + 5 * j for j in range(6)]   # short drafts after a long context: the PRM is the bottleneck
+    prob = Problem("s", "p", 0, ["accept"] * 6, [5] * 6, [0] * 6, kv, kv, [k + 5 for k in kv])
+    ctx = Ctx(get_profile("paper_v12", system=u280), SystemParams.from_config(u280))
+    base = get_schedule("hetero")
+    draft_ends = {}
+    for k in (1, 2, 6):
+        _, ops = simulate_problem(prob, replace(base, draft_lookahead=k), ctx)
+        verdicts = [o.end for o in ops if o.kind == "verify"]
+        drafts = [o for o in ops if o.kind == "draft"]
+        # draft j starts no earlier than the verdict on step j - 1 - k
+        assert all(d.start >= verdicts[j - 1 - k] - 1e-9 for j, d in enumerate(drafts) if j - 1 - k >= 0)
+        draft_ends[k] = drafts[-1].end
+    assert draft_ends[1] > draft_ends[2] > draft_ends[6]

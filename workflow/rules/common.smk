@@ -156,6 +156,13 @@ def replay_spec(wildcards):
     return digest(CFG.replay, CFG.models, *systems, *schedule_configs(CFG, OVERRIDES))
 
 
+def replay_validate_spec(wildcards):
+    """The validation's system and the schedules it replays the executors with."""
+    from heterospec.replay.stage import compose_schedule
+    scheds = [compose_schedule(CFG, OVERRIDES, s, "replay.validate_schedules") for s in CFG.replay.validate_schedules]
+    return digest(CFG.replay.validate_system, CFG.replay.validate_schedules, *scheds)
+
+
 def hls_spec():
     """The HLS models' params: the hls config and every board's hardware config."""
     boards = [compose_config([*OVERRIDES, f"hardware@system.draft={b}"]).system.draft for b in CFG.hls.boards]

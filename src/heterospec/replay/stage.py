@@ -72,13 +72,14 @@ def schedule_configs(cfg: Any, overrides: list[str]) -> list[Any]:
     picked = any(o.split("=", 1)[0].lstrip("+~") == "schedule" for o in overrides)
     if picked or not cfg.replay.schedules:
         return [cfg.schedule]
-    out = []
-    for name in cfg.replay.schedules:
-        if name not in schedule_names():
-            raise UserError(f"unknown schedule '{name}' in replay.schedules; choose one of {schedule_names()}")
-        out.append(cfg.schedule if cfg.schedule.name == name else
-                   compose_config([*overrides, f"schedule={name}"]).schedule)
-    return out
+    return [compose_schedule(cfg, overrides, name, "replay.schedules") for name in cfg.replay.schedules]
+
+
+def compose_schedule(cfg: Any, overrides: list[str], name: str, where: str) -> Any:
+    """Schedule ``name`` from the ``schedule`` group with the run's overrides (``where``: the key that named it)."""
+    if name not in schedule_names():
+        raise UserError(f"unknown schedule '{name}' in {where}; choose one of {schedule_names()}")
+    return cfg.schedule if cfg.schedule.name == name else compose_config([*overrides, f"schedule={name}"]).schedule
 
 
 def profile_factory(name: str, cfg: Any, paths: RunPaths):

@@ -191,9 +191,10 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     from heterospec.config import compose_config
     from heterospec.replay.des import problems_from_steps, simulate
     from heterospec.replay.schedules import get_schedule
+    from heterospec.replay.stage import compose_schedule
 
     executors = list(cfg.replay.validate_schedules)
-    scheds = {e: get_schedule(e) for e in executors}
+    scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}
     calls, latency = find_traces(paths.collect_root, executors)
     fit = fit_table(calls, cfg.name, paths.collect_root, latency, fit_on)
     if fit_on is None:
