@@ -184,3 +184,25 @@ def test_a_deeper_look_ahead_is_a_named_option(u280):
         assert all(d.start >= verdicts[j - 1 - k] - 1e-9 for j, d in enumerate(drafts) if j - 1 - k >= 0)
         draft_ends[k] = drafts[-1].end
     assert draft_ends[1] > draft_ends[2] > draft_ends[6]
+
+
+def test_config2_constants_pair_with_the_formula_under_the_same_constants(u280):
+    """A run listing paper_v11_config2 gets the formula with Config2's constants (not Config1's), and the DES under
+    that profile matches it problem by problem."""
+    from heterospec.replay.artifact import replay_for_profiles
+    ev = [dict(event_idx=i, logical_step=i, status=st_, final_model="x", draft_tokens_spent=40,
+               target_tokens_spent=t, target_mode=m, target_cached_tokens=0, target_continuation_tokens=0,
+               target_critical_gen_tokens=c, latency=0)
+          for i, (st_, t, m, c) in enumerate([("accept_pure_draft", 0, "none", 0),
+                                              ("target_rescue", 60, "direct_generation", 60),
+                                              ("accept_pure_draft", 0, "none", 0)])]
+    events = _events(dict(idx=0, execution_trace=ev,
+                          summary=dict(is_correct=True, backtrack_count=0, total_tokens_breakdown=[0, 0, 0])))
+    art = replay_for_profiles(events, ["paper_v11_config2", "roofline"])
+    assert art.column("profile").to_pylist() == ["paper_v11_config2"]
+    (want,) = art.column("latency_ms").to_pylist()
+    assert want < replay_table(events).column("latency_ms")[0].as_py() - 60 * (23.16 - 7.1) + 1   # Config1's target
+    prof = get_profile("paper_v11_config2", system=u280)
+    (got,) = simulate(problems_from_steps(steps_from_events(events)), [u280], ["hetero"], prof).column(
+        "latency_ms").to_pylist()
+    assert abs(got - want) <= TOLERANCE * want
