@@ -76,6 +76,9 @@ def test_bad_names_are_one_line(tmp_path):
                    "unknown latency profile 'paper_v13'", "roofline")
     one_line_error(heterospec("replay", "run", "experiment=ci", "replay.schedules=[warp]", cwd=tmp_path),
                    "unknown schedule 'warp'", "step_ahead")
+    one_line_error(heterospec("replay", "run", "experiment=ci", "schedule=step_ahead", "schedule.draft_lookahead=0",
+                              cwd=tmp_path), "draft_lookahead is 0, expected 1 or more")
+    one_line_error(heterospec("replay", "run", "experiment=ci", "schedule.lookahead=2", cwd=tmp_path), "lookahead")
     one_line_error(heterospec("replay", "run", "experiment=ci", "replay.systems=[moon]", cwd=tmp_path),
                    "'moon' is not a system config")
     one_line_error(heterospec("replay", "run", "experiment=ci", "models=config1", "replay.profiles=[roofline]",
