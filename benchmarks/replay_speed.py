@@ -4,7 +4,7 @@ The paper grid is 2,879 problems (MATH500 500, GSM8K 1,319, Gaokao2023EN 385, Ol
 x 3 systems = 34,548 problem-replays. Only the Gaokao2023EN traces are shared in full, so the grid is built by
 cycling through them (``../shared`` next to the repo), or from seeded synthetic problems when that is absent.
 
-    python benchmarks/replay_speed.py [--problems 2879] [--workers 2] [--simpy-sample 100]
+    python benchmarks/replay_speed.py [--problems 2879] [--workers 2] [--simpy-sample 100] [--prefetch-outcome auto]
 
 Prints wall time (the issue's bar: under 10 s) and the CPU time of this process and its workers, which does not
 depend on what else the machine is running.
@@ -18,7 +18,7 @@ import resource
 import time
 from pathlib import Path
 
-from heterospec.replay.des import Problem, SystemParams, problems_from_steps, simulate
+from heterospec.replay.des import PREFETCH_OUTCOMES, Problem, SystemParams, problems_from_steps, simulate
 
 GAOKAO = Path(__file__).resolve().parents[1].parent / "shared/heteroreason_ae/Hardware/inputs/Config1/with_bt/gaokao2023en"
 SCHEDULES = ["sequential", "step_ahead", "prefetch_only", "hetero"]
@@ -61,7 +61,10 @@ def main() -> None:
     ap.add_argument("--problems", type=int, default=2879)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for the fast engine's grid")
     ap.add_argument("--simpy-sample", type=int, default=100, help="problems replayed with the SimPy engine too")
+    ap.add_argument("--prefetch-outcome", choices=PREFETCH_OUTCOMES, default="auto",
+                    help="replay.prefetch_outcome (auto: recorded, as paper_v12 takes it)")
     a = ap.parse_args()
+    recorded = None if a.prefetch_outcome == "auto" else a.prefetch_outcome == "recorded"
     if GAOKAO.is_dir():
         from heterospec.replay.importer import import_traces
         from heterospec.replay.steps import steps_from_events
@@ -75,16 +78,16 @@ def main() -> None:
     print(f"input: {src}, {steps / len(probs):.1f} steps/problem")
     syss = systems()
     t0, c0 = time.perf_counter(), _cpu()
-    out = simulate(probs, syss, SCHEDULES, "paper_v12", "fast", workers=a.workers)
+    out = simulate(probs, syss, SCHEDULES, "paper_v12", "fast", workers=a.workers, recorded=recorded)
     dt, cpu = time.perf_counter() - t0, _cpu() - c0
     print(f"fast : {out.num_rows} problem-replays in {dt:.2f} s = {out.num_rows / dt:,.0f} problem-replays/s "
           f"({a.workers} worker{'s' if a.workers > 1 else ''}; {cpu:.2f} s CPU)")
     if a.simpy_sample:
         sample = probs[:a.simpy_sample]
         t0 = time.perf_counter()
-        out2 = simulate(sample, syss, SCHEDULES, "paper_v12", "simpy")
+        out2 = simulate(sample, syss, SCHEDULES, "paper_v12", "simpy", recorded=recorded)
         dt2 = time.perf_counter() - t0
-        ref = simulate(sample, syss, SCHEDULES, "paper_v12", "fast")
+        ref = simulate(sample, syss, SCHEDULES, "paper_v12", "fast", recorded=recorded)
         worst = max(abs(x - y) for x, y in zip(out2.column("latency_ms").to_pylist(),
                                                ref.column("latency_ms").to_pylist()))
         print(f"simpy: {out2.num_rows} problem-replays in {dt2:.2f} s = {out2.num_rows / dt2:,.0f} problem-replays/s"

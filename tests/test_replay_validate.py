@@ -187,3 +187,19 @@ def test_fit_calls_is_robust_and_positive():
     drafts = [(n, kv, w) for r, n, kv, w in zip(t["role"], t["tokens_out"], t["kv_len"], t["wall_ms"]) if r == "draft"]
     assert sum(prof._ms("draft", "decode", n, kv) for n, kv, _ in drafts) == pytest.approx(
         sum(w for *_, w in drafts), rel=1e-6)
+
+
+def test_mae_interval_is_the_bootstrap_spread_of_the_mean():
+    import math
+    import random
+    from heterospec.replay.validate import mae_interval
+    rng = random.Random(5)
+    errs = [rng.uniform(-0.2, 0.2) for _ in range(400)]
+    mae = sum(abs(e) for e in errs) / len(errs)
+    lo, hi = mae_interval(errs)
+    assert lo < mae < hi
+    # the normal approximation: 2 x 1.96 x sd(|e|) / sqrt(n), sd of U(0, 0.2) = 0.2 / sqrt(12)
+    assert 0.8 < (hi - lo) / (2 * 1.96 * 0.2 / 12 ** 0.5 / 20) < 1.2
+    assert all(math.isclose(x, 0.05) for x in mae_interval([0.05] * 30))   # no spread, no interval
+    lo10, hi10 = mae_interval(errs[:10])
+    assert hi10 - lo10 > 3 * (hi - lo)                   # fewer problems, a wider interval

@@ -133,8 +133,17 @@ def replay_inputs(wildcards):
 
 
 def replay_spec(wildcards):
+    """Everything the replay reads besides its input files: its config, the models, each system and schedule."""
+    from heterospec.replay.stage import schedule_configs
     systems = [compose_config([*OVERRIDES, f"system={s}"]).system for s in CFG.replay.systems]
-    return digest(CFG.replay, CFG.models, *systems)
+    return digest(CFG.replay, CFG.models, *systems, *schedule_configs(CFG, OVERRIDES))
+
+
+def replay_validate_spec(wildcards):
+    """The validation's system and the schedules it replays the executors with."""
+    from heterospec.replay.stage import compose_schedule
+    scheds = [compose_schedule(CFG, OVERRIDES, s, "replay.validate_schedules") for s in CFG.replay.validate_schedules]
+    return digest(CFG.replay.validate_system, CFG.replay.validate_schedules, *scheds)
 
 
 def hls_spec():

@@ -48,7 +48,7 @@ rule replay_validate:
         validation=PATHS.replay_validation,
         fit=PATHS.replay_fit,
     params:
-        spec=digest(CFG.replay.validate_system, CFG.replay.validate_schedules),
+        spec=replay_validate_spec,
         hydra=HYDRA,
     log:
         PATHS.log("replay_validate"),

@@ -151,6 +151,7 @@ class ScheduleConfig:
     draft_pipeline: bool = False     # draft the next step while the PRM scores this one
     shadow_sync: bool = False        # draft ingests target tokens while the target refines (T1)
     disaggregated_prefill: bool = False  # draft's prompt prefilled on the target GPU, KV state moved once (T1)
+    draft_lookahead: int = 1         # with draft_pipeline: steps the draft may run ahead of the PRM's verdicts
 
 
 # ----------------------------------------------------------------------------- collect
@@ -180,6 +181,7 @@ class ReplayConfig:
     workers: int = 1                 # processes for the replay grid
     call_overhead_ms: dict[str, float] = field(default_factory=dict)  # roofline: ms per forward pass by device kind
     prefix_cache: bool = True        # roofline/hls: target and PRM read only context not in their KV cache
+    prefetch_outcome: str = "auto"   # auto | recorded | simulated: rejected steps' target work (auto: paper profiles record)
     validate_system: str = "cpu3"    # the system our own traces were collected on
     validate_schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
 

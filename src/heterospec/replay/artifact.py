@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from heterospec.errors import UserError
 from heterospec.replay.importer import TARGET_TRACE_MODES
-from heterospec.replay.profiles import LatencyProfile, get_profile
+from heterospec.replay.profiles import PAPER_PROFILES, LatencyProfile, get_profile
 from heterospec.store.parquet import versioned, write_parquet
 
 SEMANTICS = ("v12", "v11")
@@ -129,7 +130,7 @@ def replay_v12(events: list[Event], prompt_tokens: int, p: LatencyProfile) -> Re
     return Replayed(lat, used_t, wait_total)
 
 
-def _v11_counts(e: Event) -> tuple[int, int, bool]:
+def v11_counts(e: Event) -> tuple[int, int, bool]:
     """(total, critical, mode recorded) for a rescue / accept_via_prefetch / backtrack event (v11 rule)."""
     if e.status == "BACKTRACK_EVENT":
         if e.bt_target_mode is not None and e.bt_target_mode in TARGET_TRACE_MODES:
@@ -162,7 +163,7 @@ def replay_v11(events: list[Event], p: LatencyProfile) -> Replayed:
             kv += d
             dkv += d
         elif e.status in ("target_rescue", "accept_via_prefetch", "BACKTRACK_EVENT"):
-            total, crit, recorded = _v11_counts(e)
+            total, crit, recorded = v11_counts(e)
             used_t += total
             if e.status == "BACKTRACK_EVENT":
                 tgt = p.target(kv, crit)
@@ -230,6 +231,21 @@ def replay_table(events: pa.Table, semantics: str | None = None, profile: str | 
     for r in rows:
         r.pop("prompt_tokens")
     return pa.Table.from_pylist(rows, schema=REPLAY_SCHEMA)
+
+
+def replay_for_profiles(events: pa.Table, profiles: list[str], trace_set: str = "", run: str = "") -> pa.Table:
+    """The artifact's formulas with every paper profile in ``profiles`` whose rule is a trace's own format (a format
+    none of them matches: its default profile), so each DES row under a paper profile has its formula partner."""
+    by_format: dict[str, list[str]] = {}
+    for name in profiles:
+        if name in PAPER_PROFILES:
+            by_format.setdefault(PAPER_PROFILES[name].semantics, []).append(name)
+    formats = events.column("format")
+    parts = []
+    for fmt in sorted(set(formats.to_pylist())):
+        sub = events.filter(pa.compute.equal(formats, fmt))
+        parts += [replay_table(sub, fmt, name, trace_set, run) for name in by_format.get(fmt, [DEFAULT_PROFILE[fmt]])]
+    return pa.concat_tables(parts) if parts else REPLAY_SCHEMA.empty_table()
 
 
 def write_replay(table: pa.Table, path: str | Path) -> Path:

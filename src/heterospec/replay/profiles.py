@@ -9,6 +9,11 @@ performance table) implement the same interface; :func:`get_profile` builds any 
 Context lengths: the artifact's model counts only generated tokens as context (``context_includes_prompt`` False);
 the hardware-derived and measured profiles count the prompt too, and the simulator adds it for them.
 
+Recorded prefetch outcomes (``honours_trace``): the paper profiles take the target's work on a rejected step from
+what the trace records, as the artifact's formulas do: v11 traces' critical tokens (0: the prefetch completed the
+step), and for v12 traces the artifact's prefetch window (the target works on a step from the start of its draft).
+The hardware-derived and measured profiles simulate the prefetch instead. ``replay.prefetch_outcome`` overrides it.
+
 Prefix caching: the schedules say how many of a target or PRM call's context tokens are ``new`` (not in that
 model's KV cache: after a rejection only the common prefix stays valid). A profile with ``prefix_cache`` charges
 only those (``roofline``, ``hls``: the serving stacks' automatic prefix caching, and what our executors do); the
@@ -44,6 +49,7 @@ class LatencyProfile(ABC):
     context_includes_prompt: bool = False  # kv arguments count the prompt (the simulator adds it when True)
     problem_ms: float = 0.0             # per problem, outside every call (the measured profile's controller time)
     prefix_cache: bool = False          # target and PRM read only their ``new`` context tokens (module docstring)
+    honours_trace: bool = False         # rejected steps' target work as the trace records it (module docstring)
 
     # --- per role and phase
     @abstractmethod
@@ -69,6 +75,10 @@ class LatencyProfile(ABC):
         """The target generates ``g`` tokens after ``kv`` in context (no prefill)."""
 
     # --- derived
+    def draft_ingest(self, kv: int, n: int) -> float:
+        """The draft ingests the target's step of ``n`` tokens (its KV-cache synchronisation): a prefill."""
+        return self.draft_prefill(kv, n)
+
     def draft_prefill_disaggregated(self, n: int) -> float:
         """The draft's prompt prefill run on the target's GPU (T1); the same as on the draft unless overridden."""
         return self.draft_prefill(0, n)
@@ -148,6 +158,7 @@ PAPER_V11_CONFIG2 = replace(PAPER_V11, target_alpha=7.1, target_gen_beta=0.00001
 
 class PaperProfile(LatencyProfile):
     """The artifact's formulas with one constant set; sums in closed form (O(1) per call)."""
+    honours_trace = True
 
     def __init__(self, name: str, c: PaperConstants):
         self.name = name
@@ -166,6 +177,9 @@ class PaperProfile(LatencyProfile):
         if n <= 0 or (self.c.draft_prefill_alpha == 0.0 and self.c.draft_prefill_beta == 0.0):
             return 0.0
         return self.c.draft_prefill_alpha + self.c.draft_prefill_beta * n
+
+    def draft_ingest(self, kv: int, n: int) -> float:
+        return 0.0   # the artifact's formulas draft the next step straight from the target's context
 
     def prm_score(self, n: int, new: int | None = None) -> float:
         return self.c.prm_alpha + self.c.prm_beta * n
@@ -207,11 +221,30 @@ class PaperProfile(LatencyProfile):
         return k
 
 
+PAPER_PROFILES = {"paper_v12": PAPER_V12, "paper_v11": PAPER_V11, "paper_v11_config2": PAPER_V11_CONFIG2}
+
+# The draft's ms per generated token (α_d) by the draft device's hardware config (docs/replay.md, "Draft prices"):
+# u280: the artifact's config1.json; rtx3090: the artifact's measured BBeam1 Config1 runs (AE_alg reference_runs:
+# draft_time / draft_tokens over its four datasets, 11,131.5 s / 1,214,124 tokens); v80: not priced by the artifact,
+# the U280's scaled by HBM bandwidth (460 / 820 GB/s; a memory-bound decode). Other devices keep the constants' α_d.
+DRAFT_MS_PER_TOKEN = {"u280": 5.74, "rtx3090": 9.168, "v80": 5.74 * 460 / 820}
+
+
+def _draft_device(system) -> str | None:
+    """The hardware name of a SystemConfig's draft device (None: no system, or one without names)."""
+    try:
+        return str(system.draft.name) if system is not None else None
+    except (AttributeError, KeyError):
+        return None
+
+
+def _paper(name: str, c: PaperConstants, system=None, **_) -> "PaperProfile":
+    price = DRAFT_MS_PER_TOKEN.get(_draft_device(system))
+    return PaperProfile(name, c if price is None else replace(c, draft_alpha=price))
+
+
 _REGISTRY: dict[str, Callable[..., LatencyProfile]] = {
-    "paper_v12": lambda **_: PaperProfile("paper_v12", PAPER_V12),
-    "paper_v11": lambda **_: PaperProfile("paper_v11", PAPER_V11),
-    "paper_v11_config2": lambda **_: PaperProfile("paper_v11_config2", PAPER_V11_CONFIG2),
-}
+    name: (lambda name=name, c=c, **kw: _paper(name, c, **kw)) for name, c in PAPER_PROFILES.items()}
 
 
 def _roofline(**kw) -> LatencyProfile:

@@ -18,11 +18,11 @@ import pyarrow as pa
 from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.artifact import REPLAY_SCHEMA, replay_table
-from heterospec.replay.des import RESULTS_SCHEMA, problems_from_steps, simulate
+from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
+from heterospec.replay.des import PREFETCH_OUTCOMES, RESULTS_SCHEMA, problems_from_steps, simulate
 from heterospec.replay.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles import get_profile, profile_names
-from heterospec.replay.schedules import get_schedule
+from heterospec.replay.schedules import get_schedule, schedule_names
 from heterospec.replay.steps import steps_from_events
 from heterospec.store.parquet import write_parquet
 
@@ -65,6 +65,23 @@ def system_configs(cfg: Any, overrides: list[str]) -> list[Any]:
     return out
 
 
+def schedule_configs(cfg: Any, overrides: list[str]) -> list[Any]:
+    """The schedules the replay runs, each composed through the ``schedule`` Hydra group with the run's overrides
+    (so ``schedule.*`` overrides apply to every one): the one a ``schedule=<name>`` override picks, else every
+    ``replay.schedules`` entry (an empty list: the run's ``schedule``)."""
+    picked = any(o.split("=", 1)[0].lstrip("+~") == "schedule" for o in overrides)
+    if picked or not cfg.replay.schedules:
+        return [cfg.schedule]
+    return [compose_schedule(cfg, overrides, name, "replay.schedules") for name in cfg.replay.schedules]
+
+
+def compose_schedule(cfg: Any, overrides: list[str], name: str, where: str) -> Any:
+    """Schedule ``name`` from the ``schedule`` group with the run's overrides (``where``: the key that named it)."""
+    if name not in schedule_names():
+        raise UserError(f"unknown schedule '{name}' in {where}; choose one of {schedule_names()}")
+    return cfg.schedule if cfg.schedule.name == name else compose_config([*overrides, f"schedule={name}"]).schedule
+
+
 def profile_factory(name: str, cfg: Any, paths: RunPaths):
     """A function system -> latency profile for profile ``name`` (paper profiles ignore the system)."""
     if name not in profile_names():
@@ -73,9 +90,8 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
         from heterospec.replay.validate import measured_profile
         prof = measured_profile(cfg, paths)
         return lambda system: prof
-    if name not in HARDWARE_PROFILES:
-        prof = get_profile(name)
-        return lambda system: prof
+    if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (profiles.DRAFT_MS_PER_TOKEN)
+        return lambda system: get_profile(name, system=system)
     checkpoints = {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
     kw = dict(models=cfg.models, overheads=dict(cfg.replay.call_overhead_ms), checkpoints=checkpoints,
               prefix_cache=bool(cfg.replay.prefix_cache))
@@ -96,21 +112,30 @@ def load_steps(cfg: Any, paths: RunPaths) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+def prefetch_outcome(cfg: Any) -> bool | None:
+    """``replay.prefetch_outcome``: None (auto: the profile says), True (recorded) or False (simulated)."""
+    v = cfg.replay.prefetch_outcome
+    if v not in PREFETCH_OUTCOMES:
+        raise UserError(f"replay.prefetch_outcome '{v}': choose one of {list(PREFETCH_OUTCOMES)}")
+    return None if v == "auto" else v == "recorded"
+
+
 def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay every imported trace set on every system x schedule x profile; also the artifact's own formulas."""
-    scheds = [get_schedule(s) for s in cfg.replay.schedules]
+    scheds = [get_schedule(s) for s in schedule_configs(cfg, overrides)]
     factories = {p: profile_factory(p, cfg, paths) for p in cfg.replay.profiles}
     systems = system_configs(cfg, overrides)
     for s in systems:       # build every profile once up front: a missing hardware field fails before any work
         for f in factories.values():
             f(s)
     probs = problems_from_steps(load_steps(cfg, paths))
-    parts = [simulate(probs, systems, scheds, f, cfg.replay.engine, cfg.replay.workers, run=cfg.name)
-             for f in factories.values()]
+    recorded = prefetch_outcome(cfg)
+    parts = [simulate(probs, systems, scheds, f, cfg.replay.engine, cfg.replay.workers, run=cfg.name,
+                      recorded=recorded) for f in factories.values()]
     results = pa.concat_tables(parts)
     write_parquet(results, paths.replay_results, RESULTS_SCHEMA)
-    artifact = pa.concat_tables([replay_table(read_events(paths.replay_events(ts)), trace_set=ts, run=cfg.name)
-                                 for ts in cfg.replay.trace_sets])
+    artifact = pa.concat_tables([replay_for_profiles(read_events(paths.replay_events(ts)), list(cfg.replay.profiles),
+                                                     trace_set=ts, run=cfg.name) for ts in cfg.replay.trace_sets])
     write_parquet(artifact, paths.replay_artifact, REPLAY_SCHEMA)
     print_summary(results, artifact)
     print(f"[replay run] {results.num_rows} problem-replays -> {paths.replay_results}; "

@@ -8,7 +8,12 @@ is the accepted path's length after the step; the last step's value is the probl
 ``target_scored``: the PRM scores the target's step too (BRSD; RSD trusts a rescue). ``rescue_tokens``: on a
 backtrack, the tokens of the rescue the target wrote first (from ``kv_verify``) and the PRM rejected, which is what
 made it backtrack (our BRSD traces); 0 where the trace lists that rescue as its own step (the artifact's).
-Context lengths exclude the prompt, as in the artifact's model.
+``critical_tokens``: the target tokens a rejected step still had to generate after the target's prefetch, as the
+trace records them (the artifact's v11 traces: 0 when the prefetch completed the step); null where the trace records
+no prefetch outcome (v12 traces, ours). ``draft_kv``: the draft's context for the step's draft as the trace's own
+replay rule counts it (the artifact's rules keep their own draft counter: v11's lags one accepted step and skips
+target steps, v12's keeps a backtracked step's draft); null for our traces. Context lengths exclude the prompt,
+as in the artifact's model.
 
 Producers:
 
@@ -28,7 +33,7 @@ from heterospec.store.parquet import read_parquet, versioned, write_parquet
 OUTCOMES = ("accept", "rescue", "backtrack")
 _i32 = pa.int32()
 
-STEPS_SCHEMA = versioned("replay_steps", 3, [
+STEPS_SCHEMA = versioned("replay_steps", 4, [
     pa.field("trace_set", pa.string(), nullable=False),     # which traces: with_bt / no_bt (artifact), collect, ...
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("problem", pa.string(), nullable=False),       # unique within a dataset (file path or problem id)
@@ -45,6 +50,8 @@ STEPS_SCHEMA = versioned("replay_steps", 3, [
     pa.field("path_tokens", _i32, nullable=False),          # accepted path length after this step
     pa.field("target_scored", pa.bool_(), nullable=False),  # the PRM scores the target's step (BRSD)
     pa.field("rescue_tokens", _i32, nullable=False),        # backtrack: the failed rescue written first (0: none)
+    pa.field("critical_tokens", _i32),                      # recorded target tokens left after the prefetch (null: none)
+    pa.field("draft_kv", _i32),                             # the draft's context by the trace's replay rule (null: none)
 ])
 
 CALLS_SCHEMA = versioned("model_calls", 1, [
@@ -63,32 +70,45 @@ CALLS_SCHEMA = versioned("model_calls", 1, [
 
 
 def steps_from_events(events: pa.Table, trace_set: str = "artifact") -> pa.Table:
-    """Artifact events -> steps. Target tokens: ``target_total_tokens``, else ``target_tokens_spent``;
-    a backtrack with 0 uses its draft tokens (the v12 rule); ``accept_via_prefetch`` is a rescue whose
-    output came from the prefetch (at least 1 token)."""
-    cols = events.select(["dataset", "source", "prompt_tokens", "status", "logical_step", "draft_tokens_spent",
-                          "target_tokens_spent", "target_total_tokens", "to_step"]).to_pydict()
+    """Artifact events -> steps. v12 traces: target tokens ``target_total_tokens``, else ``target_tokens_spent``;
+    a backtrack with 0 uses its draft tokens; the PRM scores the target's step. v11 traces: target and critical
+    tokens by the v11 rule (:func:`heterospec.replay.artifact.v11_counts`; ``accept_via_prefetch`` is a rescue whose
+    output came from the prefetch); the target's step is not scored (the v11 rule charges no PRM call for it)."""
+    from heterospec.replay.artifact import Event, v11_counts
+    cols = events.select(["dataset", "source", "format", "prompt_tokens", "status", "logical_step",
+                          "draft_tokens_spent", "target_tokens_spent", "target_total_tokens", "to_step",
+                          "target_mode", "target_critical_gen_tokens", "bt_target_mode", "bt_target_tokens",
+                          "bt_target_critical_gen_tokens"]).to_pydict()
     n = len(cols["source"])
     rows: list[dict] = []
     i = 0
     while i < n:
         src = cols["source"][i]
         stack: list[tuple[int, int]] = []
-        kv = 0
+        kv = dkv = pending = 0   # pending: the draft's context for the next step's draft, by the rule
         k = 0
         while i < n and cols["source"][i] == src:
             status, d = cols["status"][i], cols["draft_tokens_spent"][i]
+            draft_kv = pending
+            if k == 0 or cols["format"][i] == "v12":
+                dkv = pending + d    # v12 (and both at the start): the draft's step joins its counter
             total = cols["target_total_tokens"][i]
             t = total if total is not None else cols["target_tokens_spent"][i]
             step = cols["logical_step"][i]
-            kv_v, rb = kv, 0
+            kv_v, rb, crit = kv, 0, None
+            v11 = cols["format"][i] == "v11"
+            if v11 and status != "accept_pure_draft":
+                t, crit, _ = v11_counts(Event(status, step, d, cols["target_tokens_spent"][i], total,
+                                              cols["target_mode"][i], cols["target_critical_gen_tokens"][i],
+                                              cols["to_step"][i], cols["bt_target_mode"][i],
+                                              cols["bt_target_tokens"][i], cols["bt_target_critical_gen_tokens"][i]))
             if status == "accept_pure_draft":
                 outcome, t = "accept", 0
                 stack.append((step, d))
                 kv += d
             elif status in ("target_rescue", "accept_via_prefetch"):
                 outcome = "rescue"
-                t = max(1, t) if status == "accept_via_prefetch" else t
+                t = max(1, t) if status == "accept_via_prefetch" and not v11 else t
                 stack.append((step, t))
                 kv += t
             elif status == "BACKTRACK_EVENT":
@@ -103,10 +123,16 @@ def steps_from_events(events: pa.Table, trace_set: str = "artifact") -> pa.Table
                 kv += t
             else:
                 raise UserError(f"{src}: unknown status '{status}'")
+            if v11:
+                pending = dkv
+                dkv += d if outcome == "accept" else 0
+            else:
+                pending = dkv if outcome == "accept" else kv if outcome == "rescue" else dkv - rb + t
             rows.append(dict(trace_set=trace_set, dataset=cols["dataset"][i], problem=src, source="artifact", step_idx=k,
                              logical_step=step, outcome=outcome, prompt_tokens=cols["prompt_tokens"][i] or 0,
                              draft_tokens=d, target_tokens=t, kv_verify=kv_v, kv_target=kv_v - rb,
-                             rollback_tokens=rb, path_tokens=kv, target_scored=True, rescue_tokens=0))
+                             rollback_tokens=rb, path_tokens=kv, target_scored=not v11, rescue_tokens=0,
+                             critical_tokens=crit, draft_kv=draft_kv))
             k += 1
             i += 1
     return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
@@ -159,7 +185,8 @@ def steps_from_calls(calls: pa.Table, trace_set: str = "collect") -> pa.Table:
                              outcome=s["outcome"], prompt_tokens=prompt, draft_tokens=s["d"],
                              target_tokens=t if s["outcome"] != "accept" else 0, kv_verify=kvv,
                              kv_target=kvt, rollback_tokens=rb, path_tokens=path,
-                             target_scored=s["scored"] or s["outcome"] == "accept", rescue_tokens=rescue))
+                             target_scored=s["scored"] or s["outcome"] == "accept", rescue_tokens=rescue,
+                             critical_tokens=None, draft_kv=None))
     return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
 
 

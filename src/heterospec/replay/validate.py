@@ -13,10 +13,13 @@ merged tables beside them are read):
 
 The ``measured`` profile is fitted on the sequential executor's calls (nothing overlaps there, so each wall time
 is the call's own). Steps come from the same calls; each executor's problems are replayed with the schedule of the
-same name on ``replay.validate_system`` and the per-problem error printed (the issue's bar: mean |error| <= 10 %).
+same name on ``replay.validate_system`` and the per-problem error printed (the issue's bar: mean |error| <= 10 %),
+with a percentile-bootstrap 95 % interval over problems (:func:`mae_interval`): how far the MAE moves when the
+same number of problems is drawn again, i.e. what of it is sampling noise.
 """
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,18 @@ VALIDATION_SCHEMA = versioned("replay_validation", 1, [
     pa.field("predicted_ms", pa.float64(), nullable=False),
     pa.field("rel_error", pa.float64(), nullable=False),    # (predicted - measured) / measured
 ])
+
+
+def mae_interval(errors: list[float], resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean absolute error: the problems resampled with replacement."""
+    n = len(errors)
+    if n == 0:
+        return float("nan"), float("nan")
+    a = [abs(e) for e in errors]
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(a, k=n)) / n for _ in range(resamples))
+    lo = int((1 - level) / 2 * resamples)
+    return means[lo], means[min(resamples - 1, resamples - 1 - lo)]
 
 
 # ----------------------------------------------------------------------------- finding traces
@@ -176,9 +191,10 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     from heterospec.config import compose_config
     from heterospec.replay.des import problems_from_steps, simulate
     from heterospec.replay.schedules import get_schedule
+    from heterospec.replay.stage import compose_schedule
 
     executors = list(cfg.replay.validate_schedules)
-    scheds = {e: get_schedule(e) for e in executors}
+    scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}
     calls, latency = find_traces(paths.collect_root, executors)
     fit = fit_table(calls, cfg.name, paths.collect_root, latency, fit_on)
     if fit_on is None:
@@ -222,12 +238,13 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     out = []
     for (ts, e), rs in sorted(summary.items()):
         mae = sum(abs(r["rel_error"]) for r in rs) / len(rs)
+        lo, hi = mae_interval([r["rel_error"] for r in rs])
         out.append((ts + (" (fitted)" if ts == fit_on else " (held out)" if fit_on else ""), e, len(rs),
                     sum(r["measured_ms"] for r in rs) / len(rs),
-                    sum(r["predicted_ms"] for r in rs) / len(rs), 100 * mae,
+                    sum(r["predicted_ms"] for r in rs) / len(rs), 100 * mae, f"{100 * lo:.1f}-{100 * hi:.1f}",
                     "yes" if mae <= MAE_BAR else "NO"))
-    print(format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "within_10pct"],
-                       out))
+    print(format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "mae_95ci_pct",
+                        "within_10pct"], out))
     where = f"fit on {fit_on} only; nothing saved" if fit_on else str(paths.replay_validation)
     print(f"[replay validate] {len(rows)} problem comparisons on {system.name} -> {where}")
     return table

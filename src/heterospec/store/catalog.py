@@ -94,16 +94,19 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
         WHERE (system = 'gpu3' AND schedule IN ('sequential', 'step_ahead'))
            OR (system <> 'gpu3' AND schedule = 'hetero')
         ORDER BY run, dataset, profile, backtracking DESC, speedup"""),
-    # our discrete-event replay next to the artifact's per-step formulas on the same traces and constants
+    # our discrete-event replay next to the artifact's per-step formulas, problem by problem, same traces and constants,
+    # under the artifact's own design
     "replay_vs_artifact": (("replay_results", "replay_artifact"), """
-        SELECT s.run, s.trace_set, s.dataset, s.profile, s.system, s.schedule, s.problems,
-               a.latency_s AS artifact_latency_s, s.latency_s AS des_latency_s,
-               round(100 * (s.latency_s - a.latency_s) / a.latency_s, 2) AS des_vs_artifact_pct
-        FROM replay_summary s JOIN
-             (SELECT run, trace_set, dataset, profile, round(avg(latency_ms) / 1e3, 3) AS latency_s
-              FROM replay_artifact GROUP BY ALL) a
+        SELECT s.run, s.trace_set, s.dataset, s.profile, s.system, s.schedule, count(*) AS problems,
+               round(avg(a.latency_ms) / 1e3, 3) AS artifact_latency_s, round(avg(s.latency_ms) / 1e3, 3) AS des_latency_s,
+               round(100 * (avg(s.latency_ms) - avg(a.latency_ms)) / avg(a.latency_ms), 2) AS des_vs_artifact_pct,
+               round(100 * max(abs(s.latency_ms - a.latency_ms) / nullif(a.latency_ms, 0)), 3) AS max_problem_error_pct,
+               count(*) FILTER (WHERE abs(s.latency_ms - a.latency_ms) > 0.005 * a.latency_ms) AS problems_over_half_pct
+        FROM replay_results s JOIN replay_artifact a
           ON a.run = s.run AND a.trace_set = s.trace_set AND a.dataset = s.dataset AND a.profile = s.profile
-        ORDER BY ALL"""),
+         AND a.source = s.problem
+        WHERE s.schedule = 'hetero' AND s.system = 'hetero_u280'   -- the design the formulas model (FPGA+GPU, T1+T2)
+        GROUP BY ALL ORDER BY ALL"""),
     "replay_validation_summary": (("replay_validation",), """
         SELECT run, trace_set, executor, system, count(*) AS problems,
                round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,

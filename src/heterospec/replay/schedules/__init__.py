@@ -1,9 +1,9 @@
 """Schedule policies: how one problem's steps become operations on the draft, PRM and target devices and the link.
 
-A schedule is a set of switches (``ScheduleConfig``: prefetch, partial_cache, draft_pipeline, shadow_sync,
-disaggregated_prefill), named by its file in ``conf/schedule/`` (``sequential``, ``step_ahead``, ``hetero``,
-``prefetch_only``). With every switch off the policy is :mod:`.sequential`, the 3-GPU baseline; otherwise
-:mod:`.pipelined` turns on what the switches say. A policy is ``policy(problem, ctx, engine)``
+A schedule is a set of switches (``ScheduleConfig``: prefetch, partial_cache, draft_pipeline with its
+draft_lookahead, shadow_sync, disaggregated_prefill), named by its file in ``conf/schedule/`` (``sequential``,
+``step_ahead``, ``hetero``, ``prefetch_only``). With every switch off the policy is :mod:`.sequential`, the 3-GPU
+baseline; otherwise :mod:`.pipelined` composes the mechanisms (:mod:`.mechanisms`) the switches turn on. A policy is ``policy(problem, ctx, engine)``
 (see :mod:`heterospec.replay.des`). Policies track the target's and the PRM's caches (:class:`Cached`) and pass
 each call's ``new`` tokens to the profile, which charges them when it models a prefix cache.
 
@@ -49,12 +49,18 @@ class Schedule:
     draft_pipeline: bool = False
     shadow_sync: bool = False
     disaggregated_prefill: bool = False
+    draft_lookahead: int = 1   # with draft_pipeline: steps the draft may run ahead of the PRM's verdicts
+
+    def __post_init__(self):
+        if self.draft_lookahead < 1:
+            raise UserError(f"schedule '{self.name}': draft_lookahead is {self.draft_lookahead}, expected 1 or more "
+                            f"(no pipelining: draft_pipeline: false)")
 
     @property
     def policy(self) -> Policy:
         from heterospec.replay.schedules.pipelined import pipelined
         from heterospec.replay.schedules.sequential import sequential
-        if not any(getattr(self, f.name) for f in fields(self) if f.name != "name"):
+        if not any(getattr(self, f.name) for f in fields(self) if f.name not in ("name", "draft_lookahead")):
             return sequential
         return lambda prob, ctx, eng: pipelined(prob, ctx, eng, self)
 
@@ -62,7 +68,8 @@ class Schedule:
     def from_config(cls, cfg: Any) -> "Schedule":
         """From a ScheduleConfig, a DictConfig or a dict with the same keys."""
         get = cfg.get if hasattr(cfg, "get") else lambda k, d=None: getattr(cfg, k, d)
-        return cls(**{f.name: (str if f.name == "name" else bool)(get(f.name, False)) for f in fields(cls)})
+        kinds = {"name": str, "draft_lookahead": int}
+        return cls(**{f.name: kinds.get(f.name, bool)(get(f.name, f.default)) for f in fields(cls)})
 
 
 _CACHE: dict[str, Schedule] = {}

@@ -1,0 +1,82 @@
+"""Every problem x system x schedule of a replay, in this process or split over forked worker processes."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+
+from heterospec.replay import des
+from heterospec.replay.engines import make_engine
+from heterospec.replay.metrics import RESULTS_SCHEMA
+from heterospec.replay.problem import Problem, problems_from_steps
+from heterospec.replay.profiles import LatencyProfile, get_profile
+from heterospec.replay.system import Ctx, SystemParams
+
+
+def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules: Iterable[Any],
+             profile: str | LatencyProfile | Callable[[Any], LatencyProfile] = "paper_v12",
+             engine: str = "fast", workers: int = 1, run: str = "", recorded: bool | None = None) -> pa.Table:
+    """Every problem x system x schedule. ``systems``: SystemConfig-like objects or SystemParams; ``schedules``:
+    names or ScheduleConfig-like objects; ``profile``: a name, a profile, or ``profile(system) -> profile`` for
+    profiles that depend on the system's hardware. ``workers`` > 1 splits the grid over forked processes (same
+    rows, same order). ``run`` fills the run column. ``recorded``: rejected steps' target work as the trace
+    records it (True), simulated (False), or as the profile says (None; :class:`Ctx`)."""
+    from heterospec.replay.schedules import get_schedule
+    probs = problems_from_steps(steps) if isinstance(steps, pa.Table) else list(steps)
+    scheds = [get_schedule(s) for s in schedules]
+    make_engine(engine)
+    jobs: list[tuple[Ctx, Any, list[Problem], str]] = []
+    for system in systems:
+        sysp = system if isinstance(system, SystemParams) else SystemParams.from_config(system)
+        if isinstance(profile, LatencyProfile):
+            prof = profile
+        elif callable(profile):
+            prof = profile(system)
+        else:
+            prof = get_profile(profile, system=system if not isinstance(system, SystemParams) else None)
+        jobs += [(Ctx(prof, sysp, recorded), sched, probs, engine, run) for sched in scheds]
+    if workers <= 1 or len(jobs) * len(probs) < 2000:
+        return pa.concat_tables([_replay_job(j) for j in jobs]) if jobs else RESULTS_SCHEMA.empty_table()
+    return _in_processes(jobs, workers)
+
+
+def _replay_job(job: tuple) -> pa.Table:
+    ctx, sched, probs, engine, run = job
+    rows = []
+    for prob in probs:
+        m, _ = des.simulate_problem(prob, sched, ctx, engine)
+        m.update(run=run, trace_set=prob.trace_set, dataset=prob.dataset, problem=prob.problem, system=ctx.system.name,
+                 schedule=sched.name, profile=ctx.profile.name)
+        rows.append(m)
+    return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)
+
+
+_JOBS: list = []   # the grid, inherited by forked workers (profiles need not be picklable)
+
+
+def _replay_chunk(k: int) -> pa.Table:
+    return _replay_job(_JOBS[k])
+
+
+def _in_processes(jobs: list, workers: int) -> pa.Table:
+    """The grid split into ~4 chunks per worker (by problem), replayed in forked processes, concatenated in order."""
+    import multiprocessing as mp
+    per = max(1, -(-len(jobs[0][2]) * len(jobs) // (4 * workers)))
+    chunks = [(ctx, sched, probs[i:i + per], eng, run) for ctx, sched, probs, eng, run in jobs
+              for i in range(0, len(probs), per)]
+    _JOBS[:] = chunks
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_replay_chunk, range(len(chunks)), chunksize=1)
+    finally:
+        _JOBS.clear()
+    return pa.concat_tables(parts)
+
+
+def speed(steps: pa.Table, systems, schedules, profile="paper_v12", engine="fast", workers=1) -> tuple[int, float]:
+    """(problem-replays, seconds) for one full grid run."""
+    probs = problems_from_steps(steps)
+    t0 = time.perf_counter()
+    out = simulate(probs, systems, schedules, profile, engine, workers)
+    return out.num_rows, time.perf_counter() - t0

@@ -1,0 +1,59 @@
+"""One problem's steps as the simulator reads them, from the steps table (:mod:`heterospec.replay.steps`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+
+@dataclass
+class Problem:
+    """One problem's steps as plain lists (see :mod:`heterospec.replay.steps`)."""
+    dataset: str
+    problem: str
+    prompt: int
+    outcome: list
+    d: list
+    t: list
+    kvv: list
+    kvt: list
+    path: list
+    trace_set: str = ""
+    scored: list | None = None   # per step: the PRM scores the target's step (None: every one, as in BRSD)
+    r: list | None = None        # per step: tokens of a failed rescue before a backtrack (None: none)
+    crit: list | None = None     # per step: recorded target tokens left after the prefetch (None: not recorded)
+    dkv: list | None = None      # per step: the draft's context by the trace's replay rule (None: kvv)
+
+    @property
+    def accepted_tokens(self) -> int:
+        return self.path[-1] if self.path else 0
+
+    @property
+    def backtracks(self) -> int:
+        return sum(1 for o in self.outcome if o == "backtrack")
+
+    def with_prompt_in_context(self) -> "Problem":
+        """The same steps with context lengths counting the prompt (for profiles that model it)."""
+        P = self.prompt
+        return replace(self, kvv=[k + P for k in self.kvv], kvt=[k + P for k in self.kvt])
+
+
+def problems_from_steps(steps: pa.Table) -> list[Problem]:
+    cols = steps.select(["dataset", "problem", "prompt_tokens", "outcome", "draft_tokens", "target_tokens",
+                         "kv_verify", "kv_target", "path_tokens", "trace_set", "target_scored",
+                         "rescue_tokens", "critical_tokens", "draft_kv"]).to_pydict()
+    out: list[Problem] = []
+    n = len(cols["problem"])
+    i = 0
+    while i < n:
+        j = i
+        key = (cols["trace_set"][i], cols["dataset"][i], cols["problem"][i])
+        while j < n and (cols["trace_set"][j], cols["dataset"][j], cols["problem"][j]) == key:
+            j += 1
+        out.append(Problem(key[1], key[2], cols["prompt_tokens"][i], cols["outcome"][i:j],
+                           cols["draft_tokens"][i:j], cols["target_tokens"][i:j], cols["kv_verify"][i:j],
+                           cols["kv_target"][i:j], cols["path_tokens"][i:j], key[0], cols["target_scored"][i:j],
+                           cols["rescue_tokens"][i:j], cols["critical_tokens"][i:j],
+                           None if cols["draft_kv"][i] is None else cols["draft_kv"][i:j]))
+        i = j
+    return out
