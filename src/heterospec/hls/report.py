@@ -15,7 +15,8 @@ def print_perf(perf: list[dict], context: int | None = None) -> None:
         print(f"  {r['board']:6} {r['clock_mhz']:5.0f} {r['model'][:24]:24} {r['rows']:>3}x{r['cols']:<3} "
               f"{r['ms_per_token']:9.3f} {r['roofline_ms']:9.4f} {100 * r['roofline_ms'] / r['ms_per_token']:5.1f}% "
               f"{1e3 / r['ms_per_token']:7.1f} {'yes' if r.get('closes', True) else 'no'}")
-    ref = [r for r in rows if r["board"] == "u280" and r["clock_mhz"] == 200 and "0.5B" in r["model"]]
+    ref = [r for r in rows if r["board"] == "u280" and r["clock_mhz"] == 200 and "0.5B" in r["model"]
+           and r.get("design") == "serial_u280"]                       # the paper's point is the serial design
     for r in ref:
         print(f"  paper's design point (U280, 200 MHz, {r['model']}): measured {PAPER_U280_MS} ms/token; "
               f"model {r['ms_per_token']:.3f} ({100 * (r['ms_per_token'] / PAPER_U280_MS - 1):+.1f} %)")
