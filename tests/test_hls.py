@@ -201,3 +201,13 @@ def test_missing_compiler_is_one_line(run, tmp_path):
 def test_unknown_board_for_codegen_is_one_line(tmp_path):
     r = run_cmd([sys.executable, "-m", "heterospec.hls", "codegen", "--board", "cpu", "experiment=ci"], cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no HBM figures" in r.stderr
+
+
+def test_buys_prices_each_design_point_from_its_own_table():
+    from heterospec.hls.buys import _shift, perf_table
+    new, old = perf_table(["experiment=ci"], "default"), perf_table(["experiment=ci"], "serial_u280")
+    assert set(new["design"].to_pylist()) == {"default"} and set(old["design"].to_pylist()) == {"serial_u280"}
+    assert sum(new["ms_per_token"].to_pylist()) < sum(old["ms_per_token"].to_pylist()) / 3
+    import pyarrow as pa
+    t = _shift(pa.table({"kv_draft": pa.array([3, 5], pa.int32())}), ["kv_draft"], 512)
+    assert t["kv_draft"].to_pylist() == [515, 517] and t.schema.field("kv_draft").type == pa.int32()
