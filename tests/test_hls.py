@@ -14,7 +14,9 @@ from conftest import run_cmd
 from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.hls import stage as hls
-from heterospec.hls.perf import Arch, check_parallelism, hbm, roofline_ms, token_ms
+from heterospec.hls.perf import Arch, Design, check_parallelism, hbm, memory, roofline_ms, token_ms
+from heterospec.hls.published import flightllm_check
+from heterospec.hls.resources import fit_slrs, streams, usage
 from heterospec.models.stage import prepare_role
 from heterospec.paths import RunPaths
 from heterospec.quantize.stage import quantize_draft
@@ -38,7 +40,9 @@ def test_csim_is_bit_exact_on_20_prompts_and_kvmu_modes(run):
     m = hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"), CI)
     src = paths.hls_codegen("u280").parent
     assert {"draft_kernel.cpp", "draft_config.h", "hs_types.h", "weights_i8.bin"} <= {p.name for p in src.iterdir()}
-    assert f"constexpr int HIDDEN = {m['arch']['hidden']};" in (src / "draft_config.h").read_text()
+    header = (src / "draft_config.h").read_text()
+    assert f"constexpr int HIDDEN = {m['arch']['hidden']};" in header
+    assert "#define HS_PORT_BITS 512" in header and "#define HS_DATAFLOW 1" in header   # the dataflow design point
     rows = hls.csim(cfg, paths, "u280", paths.hls_codegen("u280"), paths.hls_csim("u280"), CI)
     greedy = [r for r in rows if r["scenario"] == "greedy"]
     assert len(greedy) == 20 and all(r["tokens_match"] for r in greedy)
@@ -48,32 +52,54 @@ def test_csim_is_bit_exact_on_20_prompts_and_kvmu_modes(run):
     assert pq.read_table(paths.hls_csim("u280")).num_rows == 22
 
 
-def test_model_tables_and_design_point(run):
+def _qwen(perf):
+    return {(r["board"], r["clock_mhz"], r["context_len"]): r for r in perf if r["model"] == "Qwen2.5-0.5B-Instruct"}
+
+
+def test_dataflow_design_point_uses_the_hbm_and_fits_every_slr(run):
     cfg, paths = run
     perf, breakdown, res = hls.model_tables(cfg, paths, paths.quantized_draft, CI)
-    qwen = {(r["board"], r["clock_mhz"], r["context_len"]): r for r in perf if r["model"] == "Qwen2.5-0.5B-Instruct"}
-    point = qwen[("u280", 200.0, 0)]
-    assert abs(point["ms_per_token"] - 5.74) / 5.74 < 0.15                       # the paper's measured design point
-    assert abs(point["roofline_ms"] - 1.07) < 0.02                              # REFERENCE.md's roofline
-    assert qwen[("u280", 300.0, 0)]["ms_per_token"] < point["ms_per_token"]
-    assert qwen[("u280", 200.0, 2048)]["ms_per_token"] > point["ms_per_token"]   # attention over the KV cache
+    q = _qwen(perf)
+    assert q[("u280", 200.0, 0)]["bandwidth_fraction"] >= 0.75 and q[("u280", 200.0, 512)]["bandwidth_fraction"] >= 0.65
+    assert q[("u280", 200.0, 0)]["closes"] and q[("u280", 200.0, 0)]["design"] == "default"
+    assert q[("u280", 200.0, 4096)]["bandwidth_fraction"] < 0.6     # long attention outruns the prefetch FIFOs
+    assert abs(q[("u280", 200.0, 0)]["roofline_ms"] - 1.07) < 0.02                  # REFERENCE.md's roofline
     assert all(r["ms_per_token"] >= r["roofline_ms"] for r in perf)
     assert all(r["prefill_ms_per_token"] < r["ms_per_token"] for r in perf)     # prefill skips the LM head
+    rows = [r for r in res if r["board"] == "u280" and r["model"] == "Qwen2.5-0.5B-Instruct"]
+    assert [r["slr"] for r in rows] == ["device", "slr0", "slr1", "slr2"] and rows[0]["fits"]
+    for r in rows[1:]:
+        assert all(r[f"{k}_util"] < 0.8 for k in ("dsp", "lut", "ff", "bram36", "uram")), r
+    assert rows[1]["uram"] > 0 and rows[2]["uram"] == 0                          # prefetch FIFOs beside the HBM ports
+    assert "200 MHz: closes" in rows[0]["timing"]
     parts = [b for b in breakdown if b["model"] == "tiny" and b["board"] == "u280" and b["context_len"] == 0
              and b["clock_mhz"] == 200.0]
     tiny = [r for r in perf if r["model"] == "tiny" and r["board"] == "u280" and r["context_len"] == 0
             and r["clock_mhz"] == 200.0][0]
     assert abs(sum(b["cycles"] for b in parts) - tiny["cycles"]) < 1e-6
-    u280 = [r for r in res if r["board"] == "u280" and r["model"] == "Qwen2.5-0.5B-Instruct"][0]
-    assert u280["fits"] and 0 < u280["dsp_util"] < 1 and not u280["unchecked"]
+
+
+def test_serial_design_point_stays_available(run):
+    cfg, paths = run
+    old = compose_config([*CI, "hls=serial_u280"])
+    perf, _, res = hls.model_tables(old, paths, None, [*CI, "hls=serial_u280"])
+    q = _qwen(perf)
+    point = q[("u280", 200.0, 0)]
+    assert abs(point["ms_per_token"] - 5.74) / 5.74 < 0.15 and point["design"] == "serial_u280"   # the paper's point
+    assert point["bandwidth_fraction"] < 0.25
+    assert q[("u280", 300.0, 0)]["ms_per_token"] < point["ms_per_token"]
+    assert q[("u280", 200.0, 2048)]["ms_per_token"] > point["ms_per_token"]   # attention over the KV cache
+    new = _qwen(hls.model_tables(cfg, paths, None, CI)[0])
+    assert new[("u280", 200.0, 512)]["ms_per_token"] < point["ms_per_token"] / 3
 
 
 def test_design_that_does_not_fit_is_reported(run):
     cfg, paths = run
     big = compose_config([*CI, "hls.design.rows=64", "hls.design.cols=128"])
     _, _, res = hls.model_tables(big, paths, None, CI)
-    row = [r for r in res if r["board"] == "u280"][0]
-    assert not row["fits"] and row["dsp"] > row["dsp_available"]
+    rows = {r["slr"]: r for r in res if r["board"] == "u280"}
+    assert not rows["device"]["fits"] and rows["slr0"]["dsp"] > rows["slr0"]["dsp_available"]
+    assert rows["slr1"]["fits"]
 
 
 def test_vendor_flow_skips_clearly_without_tools(run, monkeypatch):
@@ -90,13 +116,58 @@ def test_vendor_flow_skips_clearly_without_tools(run, monkeypatch):
 def test_perf_model_approaches_but_never_beats_the_roofline():
     board = compose_config(["hardware@system.draft=v80"]).system.draft
     ideal = {**dict(compose_config([]).hls.pipeline), "weight_ports": 63, "kv_ports": 1, "port_bits": 4096,
-             "hbm_efficiency": 1.0, "stage_latency": 0, "token_overhead": 0, "vector_lanes": 1e9,
-             "attention_macs": 1e9, "softmax_lanes": 1e9}
+             "memory_efficiency": 1.0, "stage_latency": 0, "token_overhead": 0, "vector_lanes": 1e9,
+             "attention_macs": 1e9, "softmax_lanes": 1e9, "crossing_cycles": 0}
     roof = roofline_ms(QWEN, board, 0)
-    ms, _ = token_ms(QWEN, 128, 896, board, 200, ideal, 0)      # every channel but the KV one streams weights
-    assert roof < ms < roof * 64 / 63 * 1.01
-    ms, _ = token_ms(QWEN, 128, 896, board, 200, {**ideal, "hbm_efficiency": 1.5}, 0)   # unphysical: clamped
+    for dataflow in (True, False):
+        ms, _ = token_ms(QWEN, 128, 896, board, 200, {**ideal, "dataflow": dataflow}, 0)   # all but one channel
+        assert roof < ms < roof * 64 / 63 * 1.01
+    ms, _ = token_ms(QWEN, 128, 896, board, 200, {**ideal, "memory_efficiency": 1.5}, 0)   # unphysical: clamped
     assert ms == roof
+
+
+def test_precision_mlp_ports_and_memory_change_what_is_streamed():
+    int8, int4 = Design(), Design(weight_bits=4, group_size=128, scale_bytes=2)
+    assert QWEN.weight_bytes(int4) < 0.53 * QWEN.weight_bytes(int8)               # half the bytes plus group scales
+    assert QWEN.kv_bytes_per_token(Design(kv_bits=16)) == 24 * 2 * 4 * 64           # fp16 K and V, no scales
+    gelu = Arch(**{**QWEN.__dict__, "mlp": "gelu"})
+    assert "up" in gelu.engines() and "gate_up" not in gelu.engines()
+    assert gelu.weight_bytes() < QWEN.weight_bytes()
+    u280 = compose_config(["hardware@system.draft=u280"]).system.draft
+    df = Design.of(dict(compose_config([]).hls.pipeline))
+    serial = Design(**{**df.__dict__, "dataflow": False})
+    for ctx in (0, 512, 4096):
+        assert token_ms(QWEN, 32, 128, u280, 200, df, ctx)[0] < token_ms(QWEN, 32, 128, u280, 200, serial, ctx)[0]
+    shared = Design(**{**df.__dict__, "ports": "shared", "weight_ports": 32, "kv_ports": 0})
+    assert token_ms(QWEN, 32, 128, u280, 200, shared, 0)[0] < token_ms(QWEN, 32, 128, u280, 200, df, 0)[0]
+    ddr = Design(**{**serial.__dict__, "memory": "ddr", "weight_ports": 1, "kv_ports": 1})
+    assert memory(u280, "ddr") == (2, 19.2)
+    ms, _ = token_ms(QWEN, 32, 128, u280, 200, ddr, 0)
+    assert ms > QWEN.weight_bytes() / 19.2e9 * 1e3 > roofline_ms(QWEN, u280, 0, ddr) / 2
+
+
+def test_flightllm_u280_figure_within_15_percent():
+    cfg = compose_config(["hardware@system.draft=u280"])
+    check = flightllm_check(dict(cfg.hls.pipeline), cfg.system.draft)
+    assert abs(check["measured_ms"] - 18.18) < 0.01 and check["clock_mhz"] == 225
+    assert check["worst_error"] < 0.15
+    assert all(p["roofline_ms"] < check["measured_ms"] for p in check["points"])
+
+
+def test_slr_placement_prices_the_crossing():
+    cfg = compose_config(["hardware@system.draft=u280"])
+    unit, u280 = dict(cfg.hls.resources), cfg.system.draft
+    near = Design.of(dict(cfg.hls.pipeline))
+    far = Design(**{**near.__dict__, "slr_mv": 1})
+    a, b = usage(QWEN, 32, 128, near, unit, "dsp48e2", 4096, u280), usage(QWEN, 32, 128, far, unit, "dsp48e2", 4096, u280)
+    assert b["sll"][0] - a["sll"][0] == 30 * 512 - 8 * 128 - 32 * 32       # the weights cross, engine I/O no longer
+    assert b["slrs"][0]["ff"] > a["slrs"][0]["ff"] - 81920                   # crossing registers stay in SLR0
+    assert {s[0] for s in streams(32, 128, near, 0)} >= {"weights", "kv_read", "activations", "accumulators"}
+    wide = Design(**{**near.__dict__, "port_bits": 256})
+    w = usage(QWEN, 32, 128, wide, unit, "dsp48e2", 4096, u280)
+    assert w["total"]["lut"] < a["total"]["lut"] and w["total"]["bram36"] < a["total"]["bram36"]   # width costs
+    assert fit_slrs(usage(QWEN, 32, 128, near, unit, "dsp58", 4096, compose_config(
+        ["hardware@system.draft=v80"]).system.draft), compose_config(["hardware@system.draft=v80"]).system.draft) == []
 
 
 def test_bad_input_is_one_line():
@@ -109,6 +180,12 @@ def test_bad_input_is_one_line():
     cpu = compose_config(["hardware@system.draft=cpu"]).system.draft
     with pytest.raises(UserError, match="no HBM figures"):
         hbm(cpu)
+    with pytest.raises(UserError, match="unknown key"):
+        Design.of({"port_width": 512})
+    with pytest.raises(UserError, match="needs group_size"):
+        Design.of({"weight_bits": 4})
+    with pytest.raises(UserError, match="mlp='relu'"):
+        Arch.of({**QWEN.__dict__, "mlp": "relu"})
 
 
 def test_missing_compiler_is_one_line(run, tmp_path):
@@ -124,3 +201,13 @@ def test_missing_compiler_is_one_line(run, tmp_path):
 def test_unknown_board_for_codegen_is_one_line(tmp_path):
     r = run_cmd([sys.executable, "-m", "heterospec.hls", "codegen", "--board", "cpu", "experiment=ci"], cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no HBM figures" in r.stderr
+
+
+def test_buys_prices_each_design_point_from_its_own_table():
+    from heterospec.hls.buys import _shift, perf_table
+    new, old = perf_table(["experiment=ci"], "default"), perf_table(["experiment=ci"], "serial_u280")
+    assert set(new["design"].to_pylist()) == {"default"} and set(old["design"].to_pylist()) == {"serial_u280"}
+    assert sum(new["ms_per_token"].to_pylist()) < sum(old["ms_per_token"].to_pylist()) / 3
+    import pyarrow as pa
+    t = _shift(pa.table({"kv_draft": pa.array([3, 5], pa.int32())}), ["kv_draft"], 512)
+    assert t["kv_draft"].to_pylist() == [515, 517] and t.schema.field("kv_draft").type == pa.int32()

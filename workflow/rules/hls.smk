@@ -9,7 +9,7 @@ rule hls_codegen:
     output:
         PATHS.hls_codegen("{board}"),
     params:
-        spec=digest(CFG.hls.kernel, CFG.hls.kvmu_pointer_bits),
+        spec=digest(CFG.hls.kernel, CFG.hls.kvmu_pointer_bits, CFG.hls.pipeline),
         hydra=HYDRA,
     log:
         PATHS.log("hls_codegen_{board}"),

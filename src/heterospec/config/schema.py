@@ -215,9 +215,10 @@ class HlsConfig:
     clocks_mhz: dict[str, Any] = field(default_factory=dict)          # per board: [MHz, ...]; its clock_mhz is always added
     design: HlsEngineConfig = field(default_factory=HlsEngineConfig)    # the reference model's engines (perf model)
     kernel: HlsEngineConfig = field(default_factory=lambda: HlsEngineConfig(rows=1, cols=16))  # the run's draft (C-sim)
-    pipeline: dict[str, float] = field(default_factory=dict)    # ports, widths, lanes, latencies (conf/hls/default.yaml)
+    pipeline: dict[str, Any] = field(default_factory=dict)      # the design: heterospec.hls.perf.Design's fields
     resources: dict[str, float] = field(default_factory=dict)   # per-unit resource costs of the resource model
     shell_margin: dict[str, float] = field(default_factory=dict)  # fraction of each resource the platform shell takes
+    timing: dict[str, dict[str, float]] = field(default_factory=dict)  # per clock (MHz): utilisation ceilings that close
     reference_models: dict[str, dict[str, Any]] = field(default_factory=dict)  # published shapes (no weights needed)
     contexts: list[int] = field(default_factory=lambda: [0, 512, 1024, 2048])  # context lengths of the perf table
     csim_prompts: int = 20           # prompts run through the C simulation, bit-exact against the torch reference

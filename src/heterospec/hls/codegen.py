@@ -43,8 +43,12 @@ def _blob_order(info: dict) -> list[str]:
     return names
 
 
-def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, pointer_bits: int) -> dict:
-    """Write the kernel sources for ``board`` into ``out``'s folder; ``out`` (kernel.json) is written last."""
+def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, pointer_bits: int, port_bits: int = 256,
+             dataflow: bool = False, prefetch_words: int = 2) -> dict:
+    """Write the kernel sources for ``board`` into ``out``'s folder; ``out`` (kernel.json) is written last.
+    ``port_bits``, ``dataflow`` and ``prefetch_words`` are the design's (``hls.pipeline``)."""
+    if port_bits < 8 or port_bits % 8 or port_bits & (port_bits - 1):
+        raise UserError(f"hls.pipeline.port_bits={port_bits}: expected a power of two, at least 8")
     tensors, info = load_export(export_dir)
     a = info["arch"]
     arch = Arch.of(a)
@@ -74,13 +78,15 @@ def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, poin
     header = env.get_template("draft_config.h.j2").render(
         source=str(export_dir), format=info["format"], board=board, rows=rows, cols=cols, a=a, capacity=capacity,
         pointer_bits=pointer_bits, eps=cfloat(a["rms_norm_eps"]), inv_sqrt_d=cfloat(1.0 / np.sqrt(a["head_dim"])),
-        log2e=cfloat(LOG2E), poly=[cfloat(c) for c in EXP2_POLY], o8=o8, of=of, n8=n8, nf=nf, lm_head=lm_head)
+        log2e=cfloat(LOG2E), poly=[cfloat(c) for c in EXP2_POLY], o8=o8, of=of, n8=n8, nf=nf, lm_head=lm_head,
+        port_bits=port_bits, dataflow=dataflow, prefetch_words=max(2, prefetch_words))
     (tmp / "draft_config.h").write_text(header)
     for name in STATIC:
         shutil.copy(TEMPLATES / name, tmp / name)
     digest = hashlib.sha1(b"".join((tmp / n).read_bytes() for n in KERNEL_FILES)).hexdigest()[:16]
     manifest = {"board": board, "export": str(Path(export_dir).resolve()), "arch": a, "rows": rows, "cols": cols,
-                "capacity": capacity, "pointer_bits": pointer_bits, "int8_bytes": n8, "float_count": nf,
+                "capacity": capacity, "pointer_bits": pointer_bits, "port_bits": port_bits, "dataflow": dataflow,
+                "prefetch_words": max(2, prefetch_words), "int8_bytes": n8, "float_count": nf,
                 "files": list(KERNEL_FILES), "top": "draft::draft_step", "sha1": digest}
     (tmp / Path(out).name).write_text(json.dumps(manifest, indent=2))
     if src.exists():

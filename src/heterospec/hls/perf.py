@@ -1,23 +1,25 @@
-"""Performance and resource models of the streaming W8A8 draft decoder on an HBM FPGA.
+"""Performance model of a streaming decoder accelerator on an FPGA with HBM or DDR (one token per pass).
 
-One decoded token is one pass through the pipeline (see :mod:`heterospec.hls.codegen` for the tasks). Per layer:
+A design is a :class:`Design`: precision per tensor class, ports, engine sizes, stage overlap. Per layer the
+activations follow one dependency chain
 
-    RMSNorm -> QKV engine -> RoPE + quantise + KV write -> scores (q.k over the HBM KV cache) -> softmax
-    -> p.v -> quantise -> O engine (+ residual) -> RMSNorm -> gate/up engine -> SiLU * up, quantise
+    RMSNorm -> QKV engine -> RoPE + quantise + KV write -> scores (q.k over the KV cache) -> softmax -> p.v
+    -> quantise -> O engine (+ residual) -> RMSNorm -> gate/up (or up) engine -> SiLU * up (or GELU), quantise
     -> down engine (+ residual)
 
-then the final RMSNorm, the LM head engine and the greedy sampler, whose token goes back through the KVMU's
-input multiplexer. Each arrow is a dependency the next task waits on (a norm or a quantiser needs its whole
-input vector first), so a layer costs the sum of its stages, each one ``stage_latency`` cycles of fill plus
-its streaming time. A matrix-vector engine streams ``rows * cols`` int8 weights per cycle at most, and never
-faster than its HBM ports deliver them: ``weight_ports`` AXI masters of ``port_bits`` each, each capped by
-its pseudo-channel's bandwidth at the kernel clock. The result is never below the board's HBM roofline
-(every weight and KV byte of the token read once at the full HBM bandwidth).
+then the final RMSNorm, the LM head and the greedy sampler. A norm or a quantiser needs its whole input vector,
+so the chain never overlaps with itself. What a ``dataflow`` design overlaps is the weight stream: weights do
+not depend on activations, so the memory ports keep streaming the next engine's weights into per-port prefetch
+FIFOs while the chain runs its vector, attention and fill stages. A layer then costs
+``max(weight stream + stall, engine compute + chain)`` where the stall is the time the FIFOs are full. A
+``serial`` design (``dataflow: false``) adds every stage in series, each engine at
+``min(engine MACs, port bytes)`` per cycle. Neither is ever below the roofline: every weight and KV byte of the
+token read once at the board's full memory bandwidth.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from heterospec.errors import UserError
@@ -25,7 +27,7 @@ from heterospec.errors import UserError
 
 @dataclass(frozen=True)
 class Arch:
-    """A Qwen2 decoder's shape (published config numbers suffice; no weights)."""
+    """A decoder's shape (published config numbers suffice; no weights). ``mlp``: swiglu | gelu."""
     hidden: int
     layers: int
     heads: int
@@ -34,28 +36,94 @@ class Arch:
     intermediate: int
     vocab: int
     tied: bool = True
+    mlp: str = "swiglu"
 
     @classmethod
     def of(cls, d: dict) -> "Arch":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        a = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        if a.mlp not in ("swiglu", "gelu"):
+            raise UserError(f"model shape: mlp={a.mlp!r}; expected swiglu or gelu")
+        return a
 
     def engines(self) -> dict[str, tuple[int, int]]:
         """Matrix-vector engines: name -> (outputs, inputs)."""
-        h, kv, d = self.heads, self.kv_heads, self.head_dim
+        h, kv, d, I = self.heads, self.kv_heads, self.head_dim, self.intermediate
+        up = ("gate_up", 2 * I) if self.mlp == "swiglu" else ("up", I)
         return {"qkv": ((h + 2 * kv) * d, self.hidden), "o": (self.hidden, h * d),
-                "gate_up": (2 * self.intermediate, self.hidden), "down": (self.hidden, self.intermediate),
-                "lm_head": (self.vocab, self.hidden)}
+                up[0]: (up[1], self.hidden), "down": (self.hidden, I), "lm_head": (self.vocab, self.hidden)}
 
-    def weight_bytes(self) -> int:
-        """int8 weights plus float32 per-row scales read per token (embedding row excluded)."""
+    def weight_bytes(self, prec: "Design | None" = None) -> int:
+        """Weights plus their scales read per token (embedding row excluded); int8 per-row fp32 by default."""
+        p = prec or Design()
         eng = self.engines()
-        per_layer = sum(o * k + 4 * o for n, (o, k) in eng.items() if n != "lm_head")
-        o, k = eng["lm_head"]
-        return self.layers * per_layer + o * k + 4 * o
+        per_layer = sum(p.matrix_bytes(o, k) for n, (o, k) in eng.items() if n != "lm_head")
+        return int(self.layers * per_layer + p.matrix_bytes(*eng["lm_head"]))
 
-    def kv_bytes_per_token(self) -> int:
-        """int8 K and V plus K's float32 scale, per token of context, all layers."""
-        return self.layers * self.kv_heads * (2 * self.head_dim + 4)
+    def kv_bytes_per_token(self, prec: "Design | None" = None) -> int:
+        """K and V per token of context, all layers: int8 with K's fp32 scale (V's scale is static), or fp16."""
+        p = prec or Design()
+        per_head = 2 * self.head_dim + 4 if p.kv_bits == 8 else 4 * self.head_dim
+        return self.layers * self.kv_heads * per_head
+
+
+@dataclass(frozen=True)
+class Design:
+    """One accelerator design (``hls.pipeline``): precisions, ports, engines, overlap. Defaults: the serial int8
+    design of the paper's measured point."""
+    weight_bits: int = 8              # 8 (per-output-row scales) or 4 (group scales)
+    group_size: int = 0               # int4: inputs per scale group
+    scale_bytes: int = 4              # fp32 (4) or fp16 (2) scales
+    kv_bits: int = 8                  # 8 (K scale per token and head) or 16 (fp16, no scales)
+    memory: str = "hbm"               # hbm | ddr: which memory section of the board the ports use
+    weight_ports: int = 16
+    kv_ports: int = 4
+    ports: str = "dedicated"          # dedicated: weights and KV on their own ports; shared: both on all ports
+    port_bits: int = 256
+    memory_efficiency: float = 0.9    # achievable fraction of a channel's peak with long bursts
+    engines: str = "dedicated"        # dedicated: one matrix-vector engine per matrix; shared: one for all
+    dataflow: bool = False            # weight stream overlaps the activation chain (prefetch FIFOs)
+    prefetch_words: int = 0           # dataflow: FIFO depth per weight port, in port words
+    vector_lanes: int = 16
+    attention_macs: int = 64
+    softmax_lanes: int = 8
+    stage_latency: int = 200          # cycles of fill per dependent stage (HBM latency, pipeline fill, drain)
+    token_overhead: int = 1000        # sampler -> input mux -> embedding fetch -> first stage
+    crossing_cycles: int = 0          # latency of one SLR crossing (registered both sides), per crossing stream hop
+    slr_mv: int = 0                   # placement (multi-SLR boards): the matrix-vector engine(s) and their FIFOs
+    slr_attention: int = 1            # attention engine and softmax
+    slr_vector: int = 1               # float32 lanes, norms, quantisers, activation buffers
+    slr_control: int = 1              # task FSMs, KVMU, sampler, host interface
+
+    @classmethod
+    def of(cls, pipe: dict, where: str = "hls.pipeline") -> "Design":
+        known = {f.name: f.type for f in fields(cls)}
+        unknown = sorted(set(pipe) - set(known))
+        if unknown:
+            raise UserError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
+        d = cls(**{k: (bool(v) if k == "dataflow" else v if k in ("memory", "ports", "engines")
+                       else float(v) if k == "memory_efficiency" else int(v)) for k, v in pipe.items()})
+        d.check(where)
+        return d
+
+    def check(self, where: str) -> None:
+        choices = {"weight_bits": (8, 4), "kv_bits": (8, 16), "memory": ("hbm", "ddr"), "scale_bytes": (2, 4),
+                   "ports": ("dedicated", "shared"), "engines": ("dedicated", "shared")}
+        for k, ok in choices.items():
+            if getattr(self, k) not in ok:
+                raise UserError(f"{where}: {k}={getattr(self, k)!r}; expected one of {list(ok)}")
+        if self.weight_bits == 4 and self.group_size < 1:
+            raise UserError(f"{where}: weight_bits=4 needs group_size (inputs per scale group) >= 1")
+        if self.weight_ports < 1 or self.kv_ports < (0 if self.ports == "shared" else 1):
+            raise UserError(f"{where}: weight_ports={self.weight_ports} and kv_ports={self.kv_ports}: need at least one "
+                            f"weight port, and a KV port unless ports: shared")
+        if self.dataflow and self.prefetch_words < 1:
+            raise UserError(f"{where}: dataflow: true needs prefetch_words (FIFO depth per weight port) >= 1")
+
+    def matrix_bytes(self, o: int, k: int) -> float:
+        """Bytes of one o x k weight matrix with its scales."""
+        if self.weight_bits == 8:
+            return o * k + self.scale_bytes * o
+        return o * k / 2 + self.scale_bytes * o * math.ceil(k / self.group_size)
 
 
 def check_parallelism(arch: Arch, rows: int, cols: int, where: str) -> None:
@@ -69,61 +137,99 @@ def check_parallelism(arch: Arch, rows: int, cols: int, where: str) -> None:
             raise UserError(f"{where}: rows={rows} does not divide the {name} engine's output size {o}")
 
 
-def hbm(board: Any) -> tuple[int, float]:
-    """(pseudo-channels, GB/s each) of a board config; one line when it has none."""
+def memory(board: Any, kind: str = "hbm") -> tuple[int, float]:
+    """(channels, GB/s each) of a board's HBM or DDR; one line when the board config has none."""
     fpga = dict(board.get("fpga") or {})
-    if not fpga.get("hbm_channels") or not fpga.get("channel_gbs"):
-        raise UserError(f"hardware config '{board.get('name')}' has no HBM figures (fpga.hbm_channels, "
-                        f"fpga.channel_gbs); the HLS models need them")
-    return int(fpga["hbm_channels"]), float(fpga["channel_gbs"])
+    keys = ("hbm_channels", "channel_gbs") if kind == "hbm" else ("ddr_channels", "ddr_channel_gbs")
+    if not fpga.get(keys[0]) or not fpga.get(keys[1]):
+        raise UserError(f"hardware config '{board.get('name')}' has no {kind.upper()} figures (fpga.{keys[0]}, "
+                        f"fpga.{keys[1]}); the HLS models need them")
+    return int(fpga[keys[0]]), float(fpga[keys[1]])
 
 
-def token_cycles(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float, pipe: dict,
+def hbm(board: Any) -> tuple[int, float]:
+    """(pseudo-channels, GB/s each) of a board's HBM."""
+    return memory(board, "hbm")
+
+
+def port_rate(design: Design, board: Any, clock_mhz: float) -> float:
+    """Bytes per kernel cycle one port delivers: its width, capped by its channel's achievable bandwidth."""
+    _, ch_gbs = memory(board, design.memory)
+    return min(design.port_bits / 8, ch_gbs * 1e9 * design.memory_efficiency / (clock_mhz * 1e6))
+
+
+def token_cycles(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float, design: Design | dict,
                  context: int, lm_head: bool = True) -> dict[str, float]:
     """Cycles of one decoded token at ``context`` tokens already cached, by component."""
-    channels, ch_gbs = hbm(board)
-    wp, kp = int(pipe["weight_ports"]), int(pipe["kv_ports"])
-    if wp < 1 or kp < 1:
-        raise UserError(f"hls.pipeline: weight_ports={wp} and kv_ports={kp} must both be at least 1")
+    d = design if isinstance(design, Design) else Design.of(dict(design))
+    channels, _ = memory(board, d.memory)
+    wp, kp = d.weight_ports, d.kv_ports
     if wp + kp > channels:
-        raise UserError(f"hls.pipeline: weight_ports + kv_ports = {wp + kp} exceeds the board's {channels} HBM channels")
-    f = clock_mhz * 1e6
-    port = min(pipe["port_bits"] / 8, ch_gbs * 1e9 * pipe["hbm_efficiency"] / f)   # bytes/cycle per port
-    w_rate, kv_rate = min(rows * cols, wp * port), kp * port
-    lanes, lat = pipe["vector_lanes"], pipe["stage_latency"]
-    h, kv, d, H, I = arch.heads, arch.kv_heads, arch.head_dim, arch.hidden, arch.intermediate
+        raise UserError(f"hls.pipeline: weight_ports + kv_ports = {wp + kp} exceeds the board's {channels} "
+                        f"{d.memory.upper()} channels")
+    port = port_rate(d, board, clock_mhz)
+    shared = d.ports == "shared"
+    w_port = (wp + kp if shared else wp) * port                 # bytes/cycle of weights
+    kv_port = (wp + kp if shared else kp) * port                # bytes/cycle of KV
+    macs = rows * cols
+    lanes, lat = d.vector_lanes, d.stage_latency
+    h, kv, hd, H, I = arch.heads, arch.kv_heads, arch.head_dim, arch.hidden, arch.intermediate
     L = context + 1
-    c = dict.fromkeys(("weights", "stage_latency", "vector", "attention", "token_overhead"), 0.0)
-    for name, (o, k) in arch.engines().items():
-        n = 1 if name == "lm_head" else arch.layers
-        if name == "lm_head" and not lm_head:
-            continue
-        c["weights"] += n * (o * k + 4 * o) / w_rate
-        c["stage_latency"] += n * lat
-    vec_per_layer = 2 * H + (h + 2 * kv) * d + h * d + 2 * H + 2 * I      # norm, rope+quant, quant, norm, silu+quant
-    c["vector"] = arch.layers * vec_per_layer / lanes + 2 * H / lanes
-    c["stage_latency"] += arch.layers * 6 * lat + lat                      # the six vector / attention stages, final norm
-    macs = h * L * d
-    kv_read = L * kv * (d + 4), L * kv * d                                 # K (+ its scale), V bytes per layer
-    per_layer = (max(macs / pipe["attention_macs"], kv_read[0] / kv_rate) + 2 * h * L / pipe["softmax_lanes"]
-                 + max(macs / pipe["attention_macs"], kv_read[1] / kv_rate))
-    c["attention"] = arch.layers * per_layer
-    c["token_overhead"] = pipe["token_overhead"]
+    mats = [(n, o, k) for n, (o, k) in arch.engines().items() if lm_head or n != "lm_head"]
+    layer = [(o, k) for n, o, k in mats if n != "lm_head"]
+    # the activation chain of one layer: vector stages, attention, fills, SLR crossings (engine in/out)
+    mlp_act = 2 * I                                                        # SiLU * up (or GELU), then quantise
+    vec = (2 * H + (h + 2 * kv) * hd + h * hd + 2 * H + mlp_act) / lanes
+    kvb = arch.kv_bytes_per_token(d) // (arch.layers * kv)                # per token per KV head
+    k_bytes, v_bytes = L * kv * (kvb - hd * d.kv_bits // 8), L * kv * hd * d.kv_bits // 8
+    att_macs = h * L * hd
+    attention = (max(att_macs / d.attention_macs, k_bytes / kv_port) + 2 * h * L / d.softmax_lanes
+                 + max(att_macs / d.attention_macs, v_bytes / kv_port))
+    fills = (len(layer) + 6) * lat + 2 * len(layer) * d.crossing_cycles
+    final = 2 * H / lanes + lat + (len(mats) - len(layer)) * (lat + 2 * d.crossing_cycles)
+    c: dict[str, float] = {}
+    if not d.dataflow:
+        c["weights"] = sum((1 if n == "lm_head" else arch.layers) * max(o * k / macs, d.matrix_bytes(o, k) / w_port)
+                           for n, o, k in mats)
+        c["stage_latency"] = arch.layers * fills + final - 2 * H / lanes
+        c["vector"] = arch.layers * vec + 2 * H / lanes
+        c["attention"] = arch.layers * attention
+    else:
+        # weights (and KV on shared ports) stream continuously; the chain waits on the engine and itself
+        kv_stream = (k_bytes + v_bytes) if shared else 0.0
+        stream = sum(d.matrix_bytes(o, k) for o, k in layer) + kv_stream
+        compute = sum(o * k for o, k in layer) / macs
+        chain = vec + attention + fills
+        buffered = d.prefetch_words * d.port_bits / 8 * wp / w_port        # cycles of stream the FIFOs absorb
+        stall = max(0.0, chain - buffered)
+        stream_t = stream / w_port + stall
+        c["weights"] = arch.layers * stream / w_port
+        c["stall"] = arch.layers * stall
+        c["chain"] = arch.layers * max(0.0, compute + chain - stream_t)
+        head = [(o, k) for n, o, k in mats if n == "lm_head"]
+        for o, k in head:                                                   # LM head after the final norm
+            c["weights"] += d.matrix_bytes(o, k) / w_port
+            c["chain"] += max(0.0, o * k / macs + final - d.matrix_bytes(o, k) / w_port)
+        if not head:
+            c["chain"] += final
+    c["token_overhead"] = d.token_overhead
     return c
 
 
-def roofline_ms(arch: Arch, board: Any, context: int) -> float:
-    """Every weight and KV byte of one token read once at the board's full HBM bandwidth."""
-    channels, ch_gbs = hbm(board)
-    return (arch.weight_bytes() + (context + 1) * arch.kv_bytes_per_token()) / (channels * ch_gbs * 1e9) * 1e3
+def roofline_ms(arch: Arch, board: Any, context: int, design: Design | None = None) -> float:
+    """Every weight and KV byte of one token read once at the board's full memory bandwidth."""
+    d = design or Design()
+    channels, ch_gbs = memory(board, d.memory)
+    return (arch.weight_bytes(d) + (context + 1) * arch.kv_bytes_per_token(d)) / (channels * ch_gbs * 1e9) * 1e3
 
 
-def token_ms(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float, pipe: dict, context: int,
+def token_ms(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float, design: Design | dict, context: int,
              lm_head: bool = True) -> tuple[float, dict[str, float]]:
     """(ms per token, cycles by component), never below the roofline."""
-    c = token_cycles(arch, rows, cols, board, clock_mhz, pipe, context, lm_head)
+    d = design if isinstance(design, Design) else Design.of(dict(design))
+    c = token_cycles(arch, rows, cols, board, clock_mhz, d, context, lm_head)
     ms = sum(c.values()) / (clock_mhz * 1e3)
-    return max(ms, roofline_ms(arch, board, context)), c
+    return max(ms, roofline_ms(arch, board, context, d)), c
 
 
 def migration_ms(arch: Arch, tokens: int, link_gbs: float, link_latency_us: float = 1.0) -> dict[str, float]:
@@ -131,47 +237,3 @@ def migration_ms(arch: Arch, tokens: int, link_gbs: float, link_latency_us: floa
     the int8 KV cache itself (e.g. after a GPU prefill)."""
     return {"token_ids_ms": link_latency_us / 1e3 + tokens * 4 / (link_gbs * 1e9) * 1e3,
             "kv_state_ms": link_latency_us / 1e3 + tokens * arch.kv_bytes_per_token() / (link_gbs * 1e9) * 1e3}
-
-
-# ----------------------------------------------------------------------------- resources
-RESOURCES = ("dsp", "lut", "ff", "bram36", "uram")
-
-
-def resources(arch: Arch, rows: int, cols: int, pipe: dict, unit: dict, dsp_kind: str, max_context: int) -> dict:
-    """DSP / LUT / FF / BRAM36 / URAM of the design: five matrix-vector engines, the attention engine, the
-    float32 vector lanes and exp units, the HBM ports, buffers and control."""
-    engines = len(arch.engines())
-    macs = engines * rows * cols + pipe["attention_macs"]
-    per_dsp = unit["macs_per_dsp_dsp58"] if dsp_kind == "dsp58" else unit["macs_per_dsp_dsp48e2"]
-    ports = pipe["weight_ports"] + pipe["kv_ports"]
-    lanes, exps = pipe["vector_lanes"], pipe["softmax_lanes"] + pipe["vector_lanes"]    # softmax + SiLU exps
-    dsp = math.ceil(macs / per_dsp) + lanes * unit["dsp_per_lane"] + exps * unit["dsp_per_exp"]
-    lut = macs * unit["lut_per_mac"] + ports * unit["lut_per_port"] + lanes * unit["lut_per_lane"] \
-        + exps * unit["lut_per_exp"] + unit["control_lut"]
-    ff = macs * unit["ff_per_mac"] + ports * unit["ff_per_port"] + lanes * unit["ff_per_lane"] \
-        + exps * unit["ff_per_exp"] + unit["control_ff"]
-    h, kv, d = arch.heads, arch.kv_heads, arch.head_dim
-    act_bytes = 2 * 4 * (2 * arch.hidden + (h + 2 * kv) * d + 2 * arch.intermediate)   # double-buffered float32
-    score_bytes = 4 * h * max_context                                                   # softmax's two passes
-    bram = ports * unit["bram_per_port"] + unit["stream_bram"] \
-        + math.ceil(act_bytes / unit["vector_bytes_per_bram"]) + math.ceil(score_bytes / unit["vector_bytes_per_bram"])
-    return {"dsp": int(dsp), "lut": int(lut), "ff": int(ff), "bram36": int(bram), "uram": 0}
-
-
-def fit(used: dict, board: Any, margin: dict) -> dict[str, Any]:
-    """Per resource: available (after the shell's margin), utilisation, and whether the design fits."""
-    fpga = dict(board.get("fpga") or {})
-    out: dict[str, Any] = {"fits": True, "unchecked": []}
-    for r in RESOURCES:
-        total = fpga.get(r)
-        if total is None:
-            out["unchecked"].append(r)
-            out[f"{r}_available"] = None
-            out[f"{r}_util"] = None
-            continue
-        avail = float(total) * (1.0 - float(margin.get(r, 0.0)))
-        out[f"{r}_available"] = avail
-        out[f"{r}_util"] = used[r] / avail if avail else (0.0 if used[r] == 0 else math.inf)
-        if used[r] > avail:
-            out["fits"] = False
-    return out

@@ -9,13 +9,14 @@ def print_perf(perf: list[dict], context: int | None = None) -> None:
     ctx = min(r["context_len"] for r in perf) if context is None else context
     rows = [r for r in perf if r["context_len"] == ctx]
     print(f"draft decode latency at context {ctx} (streaming W8A8 pipeline vs HBM roofline)")
-    print(f"  {'board':6} {'MHz':>5} {'model':24} {'engine':>7} {'ms/token':>9} {'roofline':>9} {'x roof':>7} "
-          f"{'tok/s':>7}")
+    print(f"  {'board':6} {'MHz':>5} {'model':24} {'engine':>7} {'ms/token':>9} {'roofline':>9} {'of BW':>6} "
+          f"{'tok/s':>7} closes")
     for r in sorted(rows, key=lambda r: (r["model"], r["board"], r["clock_mhz"])):
         print(f"  {r['board']:6} {r['clock_mhz']:5.0f} {r['model'][:24]:24} {r['rows']:>3}x{r['cols']:<3} "
-              f"{r['ms_per_token']:9.3f} {r['roofline_ms']:9.4f} {r['ms_per_token'] / r['roofline_ms']:7.1f} "
-              f"{1e3 / r['ms_per_token']:7.1f}")
-    ref = [r for r in rows if r["board"] == "u280" and r["clock_mhz"] == 200 and "0.5B" in r["model"]]
+              f"{r['ms_per_token']:9.3f} {r['roofline_ms']:9.4f} {100 * r['roofline_ms'] / r['ms_per_token']:5.1f}% "
+              f"{1e3 / r['ms_per_token']:7.1f} {'yes' if r.get('closes', True) else 'no'}")
+    ref = [r for r in rows if r["board"] == "u280" and r["clock_mhz"] == 200 and "0.5B" in r["model"]
+           and r.get("design") == "serial_u280"]                       # the paper's point is the serial design
     for r in ref:
         print(f"  paper's design point (U280, 200 MHz, {r['model']}): measured {PAPER_U280_MS} ms/token; "
               f"model {r['ms_per_token']:.3f} ({100 * (r['ms_per_token'] / PAPER_U280_MS - 1):+.1f} %)")
@@ -36,12 +37,18 @@ def print_breakdown(breakdown: list[dict], board: str, clock: float, model: str,
 
 
 def print_resources(res: list[dict]) -> None:
-    """DSP / LUT / FF / BRAM36 / URAM per board and model, utilisation after the shell's margin."""
-    print("resources (utilisation of what the platform shell leaves)")
+    """DSP / LUT / FF / BRAM36 / URAM per board and model, for the device and per SLR, with the timing verdicts."""
+    print("resources (estimated: per-unit costs and stated placement, not synthesis; utilisation of what the shell leaves)")
     for r in res:
         util = "  ".join(f"{k} {r[k]:,} ({100 * r[k + '_util']:.1f} %)" if r.get(k + "_util") is not None
-                         else f"{k} {r[k]:,} (board total unknown)" for k in ("dsp", "lut", "ff", "bram36", "uram"))
-        verdict = "fits" if r["fits"] else "DOES NOT FIT"
-        if r["unchecked"]:
-            verdict += f" (unchecked: {r['unchecked']})"
-        print(f"  {r['board']:5} {r['model'][:24]:24} {r['rows']}x{r['cols']}: {util}  -> {verdict}")
+                         else f"{k} {r[k]:,} (total unknown)" for k in ("dsp", "lut", "ff", "bram36", "uram"))
+        if r["slr"] == "device":
+            verdict = "fits" if r["fits"] else "DOES NOT FIT"
+            if r["unchecked"]:
+                verdict += f" (unchecked: {r['unchecked']})"
+            print(f"  {r['board']:5} {r['model'][:24]:24} {r.get('design', '')} {r['rows']}x{r['cols']}: {util}  -> {verdict}")
+            if r.get("timing"):
+                print(f"        timing: {r['timing']}")
+        else:
+            sll = f"  SLL to next {r['sll']:,} ({100 * r['sll_util']:.1f} %)" if r.get("sll_util") is not None else ""
+            print(f"        {r['slr']}: {util}{sll}")

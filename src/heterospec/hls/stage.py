@@ -5,6 +5,7 @@
     python -m heterospec.hls model experiment=ci          # perf.parquet, breakdown.parquet, resources.parquet
     python -m heterospec.hls kvmu experiment=ci           # Verilog, Yosys synthesis per pointer width
     python -m heterospec.hls vendor --board u280 experiment=ci
+    python -m heterospec.hls buys experiment=dfvg         # DFVG with the hls profile per design point and context
 """
 from __future__ import annotations
 
@@ -36,29 +37,39 @@ CSIM_SCHEMA = versioned("hls_csim", 1, [
     pa.field("bit_exact", pa.bool_()),
     pa.field("wall_s", pa.float64()),
 ])
-PERF_SCHEMA = versioned("hls_perf", 1, [
+PERF_SCHEMA = versioned("hls_perf", 2, [
     pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("clock_mhz", pa.float64()),
     pa.field("model", pa.string()), pa.field("context_len", pa.int32()),
     pa.field("ms_per_token", pa.float64()),          # decode, never below the roofline
     pa.field("prefill_ms_per_token", pa.float64()),  # ingest by decode (LM head and sampler bypassed)
-    pa.field("roofline_ms", pa.float64()),           # all weight + KV bytes at the board's full HBM bandwidth
+    pa.field("roofline_ms", pa.float64()),           # all weight + KV bytes at the board's full memory bandwidth
+    pa.field("bandwidth_fraction", pa.float64()),    # roofline_ms / ms_per_token: share of the memory bandwidth used
     pa.field("cycles", pa.float64()),
     pa.field("rows", pa.int32()), pa.field("cols", pa.int32()),
     pa.field("weight_bytes", pa.int64()), pa.field("kv_bytes_per_token", pa.int64()),
+    pa.field("design", pa.string()),                 # the hls config's name (default, serial_u280, ...)
+    pa.field("closes", pa.bool_()),                  # the resource model's timing assumption holds at this clock
 ])
-BREAKDOWN_SCHEMA = versioned("hls_breakdown", 1, [
+BREAKDOWN_SCHEMA = versioned("hls_breakdown", 2, [
     pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("clock_mhz", pa.float64()),
     pa.field("model", pa.string()), pa.field("context_len", pa.int32()),
-    pa.field("component", pa.string()),  # weights | stage_latency | vector | attention | token_overhead
+    pa.field("component", pa.string()),  # serial: weights | stage_latency | vector | attention | token_overhead;
+    # dataflow: weights (stream) | stall (prefetch FIFOs full) | chain (engine + activation chain beyond the stream)
     pa.field("cycles", pa.float64()), pa.field("ms", pa.float64()),
 ])
 _RES = [pa.field(f"{r}{s}", t) for r in ("dsp", "lut", "ff", "bram36", "uram")
         for s, t in (("", pa.int64()), ("_available", pa.float64()), ("_util", pa.float64()))]
-RESOURCES_SCHEMA = versioned("hls_resources", 1, [
+RESOURCES_SCHEMA = versioned("hls_resources", 2, [
     pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("model", pa.string()),
+    pa.field("design", pa.string()),
+    pa.field("slr", pa.string()),                   # "device" (whole part, shell margin) or slr0, slr1, ...
     pa.field("rows", pa.int32()), pa.field("cols", pa.int32()), *_RES,
+    pa.field("sll", pa.int64()),                    # slrN: bits crossing the boundary above SLR N
+    pa.field("sll_util", pa.float64()),
     pa.field("fits", pa.bool_()),
+    pa.field("timing", pa.string()),                # device row: per modelled clock, closes or the ceiling broken
     pa.field("unchecked", pa.string()),             # resources the board config gives no total for
+    pa.field("estimated", pa.string()),             # what the numbers are: per-unit estimates, not synthesis
 ])
 KVMU_SCHEMA = versioned("kvmu_synth", 1, [
     pa.field("run", pa.string()), pa.field("pointer_bits", pa.int32()), pa.field("max_context", pa.int64()),
@@ -94,11 +105,13 @@ def _read_json(path: Path, what: str) -> dict:
 # ----------------------------------------------------------------------------- commands
 def codegen(cfg, paths: RunPaths, board: str, export: Path, out: Path, overrides) -> dict:
     from heterospec.hls.codegen import generate
-    from heterospec.hls.perf import hbm
-    hbm(board_config(overrides, board))
-    m = generate(Path(export).parent, out, board, cfg.hls.kernel.rows, cfg.hls.kernel.cols, cfg.hls.kvmu_pointer_bits)
+    from heterospec.hls.perf import Design, memory
+    d = Design.of(dict(cfg.hls.pipeline))
+    memory(board_config(overrides, board), d.memory)
+    m = generate(Path(export).parent, out, board, cfg.hls.kernel.rows, cfg.hls.kernel.cols, cfg.hls.kvmu_pointer_bits,
+                 d.port_bits, d.dataflow, d.prefetch_words)
     print(f"[hls] {board}: kernel sources in {Path(out).parent} ({m['int8_bytes']:,} int8 weight bytes, "
-          f"engines {m['rows']}x{m['cols']})")
+          f"engines {m['rows']}x{m['cols']}, {m['port_bits']}-bit ports, {'dataflow' if m['dataflow'] else 'serial'})")
     return m
 
 
@@ -142,9 +155,10 @@ def model_tables(cfg, paths: RunPaths, export: Path | None, overrides,
                  draft_arch: dict | None = None) -> tuple[list, list, list]:
     """Perf, breakdown and resource rows for every board x clock x model x context: the reference models with
     the ``design`` engines, the run's draft (its export's shape, or ``draft_arch``) with the ``kernel`` ones."""
-    from heterospec.hls.perf import Arch, check_parallelism, fit, resources, roofline_ms, token_ms
+    from heterospec.hls.perf import Arch, Design, check_parallelism, roofline_ms, token_ms
+    from heterospec.hls.resources import closes, fit, fit_slrs, usage
     h = cfg.hls
-    pipe, unit = dict(h.pipeline), dict(h.resources)
+    design, unit = Design.of(dict(h.pipeline)), dict(h.resources)
     models = {name: (Arch.of(dict(shape)), h.design.rows, h.design.cols) for name, shape in h.reference_models.items()}
     if export is not None:
         draft_arch = _read_json(export, "W8A8 export manifest")["arch"]
@@ -153,24 +167,34 @@ def model_tables(cfg, paths: RunPaths, export: Path | None, overrides,
     for name, (arch, r, c) in models.items():
         check_parallelism(arch, r, c, f"hls.{'design' if name in h.reference_models else 'kernel'} ({name})")
     perf, breakdown, res = [], [], []
+    estimated = "estimated from per-unit costs (hls.resources) and stated placement; not a synthesis report"
     for board in h.boards:
         bcfg = board_config(overrides, board)
         dsp_kind = "dsp58" if board in h.dsp58_boards else "dsp48e2"
         for name, (arch, r, c) in models.items():
-            used = resources(arch, r, c, pipe, unit, dsp_kind, int(cfg.quantize.rope_positions))
-            f = fit(used, bcfg, dict(h.shell_margin))
-            res.append({"run": cfg.name, "board": board, "model": name, "rows": r, "cols": c, **used,
-                        **{k: v for k, v in f.items() if k not in ("unchecked",)},
+            u = usage(arch, r, c, design, unit, dsp_kind, int(cfg.quantize.rope_positions), bcfg)
+            f = fit(u["total"], bcfg, dict(h.shell_margin))
+            slrs = fit_slrs(u, bcfg)
+            timing = {clk: closes(slrs, f, dict(h.timing), clk) for clk in clocks(cfg, bcfg)}
+            base = {"run": cfg.name, "board": board, "model": name, "design": h.name, "rows": r, "cols": c,
+                    "estimated": estimated}
+            res.append({**base, "slr": "device", **u["total"], **{k: v for k, v in f.items() if k != "unchecked"},
+                        "fits": f["fits"] and all(s["fits"] for s in slrs), "sll": sum(u["sll"]), "sll_util": None,
+                        "timing": "; ".join(f"{k:g} MHz: {v[1]}" for k, v in timing.items()),
                         "unchecked": ",".join(f["unchecked"])})
+            res += [{**base, **{k: v for k, v in s.items() if k != "unchecked"}, "timing": None,
+                     "unchecked": ",".join(s["unchecked"])} for s in slrs]
             for clk in clocks(cfg, bcfg):
                 for L in h.contexts:
-                    ms, cyc = token_ms(arch, r, c, bcfg, clk, pipe, int(L))
-                    pre, _ = token_ms(arch, r, c, bcfg, clk, pipe, int(L), lm_head=False)
+                    ms, cyc = token_ms(arch, r, c, bcfg, clk, design, int(L))
+                    pre, _ = token_ms(arch, r, c, bcfg, clk, design, int(L), lm_head=False)
+                    roof = roofline_ms(arch, bcfg, int(L), design)
                     perf.append({"run": cfg.name, "board": board, "clock_mhz": clk, "model": name,
                                  "context_len": int(L), "ms_per_token": ms, "prefill_ms_per_token": pre,
-                                 "roofline_ms": roofline_ms(arch, bcfg, int(L)), "cycles": sum(cyc.values()),
-                                 "rows": r, "cols": c, "weight_bytes": arch.weight_bytes(),
-                                 "kv_bytes_per_token": arch.kv_bytes_per_token()})
+                                 "roofline_ms": roof, "bandwidth_fraction": roof / ms, "cycles": sum(cyc.values()),
+                                 "rows": r, "cols": c, "weight_bytes": arch.weight_bytes(design),
+                                 "kv_bytes_per_token": arch.kv_bytes_per_token(design), "design": h.name,
+                                 "closes": timing[clk][0]})
                     breakdown += [{"run": cfg.name, "board": board, "clock_mhz": clk, "model": name,
                                    "context_len": int(L), "component": k, "cycles": v, "ms": v / (clk * 1e3)}
                                   for k, v in cyc.items()]
@@ -244,13 +268,15 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
 
 def main(argv: list[str]) -> None:
     p = stage.parser("python -m heterospec.hls", "HLS build of the draft accelerator.")
-    p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor"])
+    p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor", "buys"])
     p.add_argument("--board", help="hardware config of the FPGA (codegen, csim, vendor)")
     p.add_argument("--export", type=Path, help="W8A8 export manifest (default: results/<run>/quantize/draft/)")
     p.add_argument("--kernel", type=Path, help="kernel manifest (default: results/<run>/hls/<board>/src/kernel.json)")
     p.add_argument("--out", type=Path, help="output file (perf table for `model`)")
     p.add_argument("--breakdown", type=Path)
     p.add_argument("--resources", type=Path, help="resource table (model: written; vendor: read)")
+    p.add_argument("--designs", default="serial_u280,default", help="buys: hls configs to compare")
+    p.add_argument("--offsets", default="0,512,1024,2048,4096", help="buys: tokens added to every prompt")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.command in ("codegen", "csim", "vendor"):
@@ -267,6 +293,13 @@ def main(argv: list[str]) -> None:
               args.breakdown or paths.hls_breakdown, args.resources or paths.hls_resources, args.overrides)
     elif args.command == "kvmu":
         kvmu(cfg, paths, args.out or paths.kvmu_synth)
+    elif args.command == "buys":
+        from heterospec.hls.buys import dfvg_sweep, print_sweep
+        try:
+            offsets = [int(x) for x in args.offsets.split(",")]
+        except ValueError:
+            raise UserError(f"hls buys: --offsets={args.offsets!r}; expected comma-separated integers") from None
+        print_sweep(dfvg_sweep(cfg, paths, args.overrides, args.designs.split(","), offsets))
     else:
         vendor(cfg, paths, args.board, kernel, args.resources or paths.hls_resources,
                args.out or paths.hls_vendor(args.board))

@@ -105,14 +105,32 @@ static void quant(hls::stream<float>& x_in, hls::stream<int8_t>& q_out, float& a
     for (int i = 0; i < N; ++i) q_out.write(q[i]);
 }
 
-// int8 matrix-vector engine: ROWS outputs x COLS inputs per cycle, weights streamed row-major from HBM
+// weight loader: an O x K int8 matrix read from HBM as PORT_BITS-wide words (the tail word zero-padded). In a
+// dataflow build it runs ahead of the engine, filling the prefetch FIFO while the activation chain is busy.
+static void load_weights(const int8_t* w, long n, hls::stream<Word>& out) {
+    for (long i = 0; i < n; i += PORT_BYTES) {
+#pragma HLS PIPELINE II = 1
+        Word wd;
+        for (int j = 0; j < PORT_BYTES; ++j) wd.b[j] = i + j < n ? w[i + j] : (int8_t)0;
+        out.write(wd);
+    }
+}
+
+// int8 matrix-vector engine: ROWS outputs x COLS inputs per cycle, weights unpacked from the loader's words
 template <int O, int K>
-static void mv_engine(hls::stream<int8_t>& x_in, const int8_t* w, hls::stream<int32_t>& acc_out, int tap) {
+static void mv_compute(hls::stream<int8_t>& x_in, hls::stream<Word>& words, hls::stream<int32_t>& acc_out, int tap) {
     static_assert(O % ROWS == 0 && K % COLS == 0, "engine parallelism must divide the layer");
+    static int8_t blk[ROWS * K];
     int8_t x[K];
     int32_t acc_all[O];
+    Word cur;
+    int pos = PORT_BYTES;
     for (int k = 0; k < K; ++k) x[k] = x_in.read();
     for (int o = 0; o < O; o += ROWS) {
+        for (int i = 0; i < ROWS * K; ++i) {     // one row block, row-major as the loader streams it
+            if (pos == PORT_BYTES) { cur = words.read(); pos = 0; }
+            blk[i] = cur.b[pos++];
+        }
         int32_t acc[ROWS] = {0};
         for (int k = 0; k < K; k += COLS) {
 #pragma HLS PIPELINE II = 1
@@ -120,7 +138,7 @@ static void mv_engine(hls::stream<int8_t>& x_in, const int8_t* w, hls::stream<in
 #pragma HLS UNROLL
                 for (int c = 0; c < COLS; ++c) {
 #pragma HLS UNROLL
-                    acc[r] += (int32_t)x[k + c] * (int32_t)w[(long)(o + r) * K + k + c];
+                    acc[r] += (int32_t)x[k + c] * (int32_t)blk[r * K + k + c];
                 }
             }
         }
@@ -129,6 +147,14 @@ static void mv_engine(hls::stream<int8_t>& x_in, const int8_t* w, hls::stream<in
 #ifndef __SYNTHESIS__
     if (g_taps) g_taps->add(tap, acc_all, 1, O);
 #endif
+}
+
+template <int O, int K>
+static void mv_engine(hls::stream<int8_t>& x_in, const int8_t* w, hls::stream<int32_t>& acc_out, int tap) {
+    hls::stream<Word> words;
+    HS_PRAGMA(HLS STREAM variable = words depth = HS_PREFETCH_WORDS)
+    load_weights(w, (long)O * K, words);
+    mv_compute<O, K>(x_in, words, acc_out, tap);
 }
 
 // (float(acc) * a) * w_scale (+ bias)
@@ -247,6 +273,9 @@ static void decoder_layer(int l, hls::stream<float>& x, hls::stream<float>& x_ou
     hls::stream<int8_t> xq, qq, aq, xq2, hq;
     hls::stream<int32_t> acc_qkv, acc_o, acc_gu, acc_down;
     float a, s_q[HEADS], sa, a2, sh;
+#if HS_DATAFLOW
+#pragma HLS DATAFLOW
+#endif
     fork<HIDDEN>(x, x_res, x_norm);
     rmsnorm_quant<HIDDEN>(x_norm, wf + L.attn_norm, xq, a);
     mv_engine<QKV, HIDDEN>(xq, w8 + L.qkv, acc_qkv, TAP_QKV);
@@ -271,6 +300,9 @@ static void decoder_layer(int l, hls::stream<float>& x, hls::stream<float>& x_ou
 // ----------------------------------------------------------------------------- top
 StepResult draft_step(const int8_t* w8, const float* wf, int8_t* kv_k, float* kv_ks, int8_t* kv_v, KvmuRegs& kvmu,
                       const Command& cmd) {
+    HS_PRAGMA(HLS INTERFACE m_axi port = w8 bundle = gmem_w max_widen_bitwidth = HS_PORT_BITS max_read_burst_length = 64)
+    HS_PRAGMA(HLS INTERFACE m_axi port = kv_k bundle = gmem_kv max_widen_bitwidth = HS_PORT_BITS)
+    HS_PRAGMA(HLS INTERFACE m_axi port = kv_v bundle = gmem_kv max_widen_bitwidth = HS_PORT_BITS)
     StepResult res{};
     KvmuOut k = kvmu_step(kvmu, cmd);
     res.kvmu = k;
