@@ -74,6 +74,9 @@ def test_params_from_a_hub_ids_size_tag(name, params):
     assert params_from_name(name) == params
 
 
-def test_unsizable_model_is_one_line():
-    with pytest.raises(UserError, match=r"models.target.path '/nowhere/my-model': cannot size the job"):
-        sizes("experiment=paper_config1", "models.target.path=/nowhere/my-model")
+@pytest.mark.parametrize("override, message", [
+    ("models.target.path=/nowhere/my-model", r"models.target.path '/nowhere/my-model': cannot size the job"),
+    ("models.target.dtype=int4", r"models.target.dtype 'int4': expected one of \['bfloat16', 'float16', 'float32'\]")])
+def test_unsizable_model_is_one_line(override, message):
+    with pytest.raises(UserError, match=message):
+        sizes("experiment=paper_config1", override)

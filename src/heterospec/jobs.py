@@ -97,21 +97,21 @@ class JobSizes:
         self.datasets = datasets
         self.params = {r: model_params(r, cfg.models[r]) for r in ROLES}
         self.devices = {r: str(cfg.system.torch_devices[r]) for r in ROLES}
-
-    def weight_mb(self, role: str) -> float:
-        dtype = str(self.cfg.models[role].dtype)
-        if dtype not in WEIGHT_BYTES:
-            raise UserError(f"models.{role}.dtype '{dtype}': expected one of {sorted(WEIGHT_BYTES)}")
-        return self.params[role] * WEIGHT_BYTES[dtype] / 2**20
+        self.weights_mb = {}
+        for r in ROLES:
+            dtype = str(cfg.models[r].dtype)
+            if dtype not in WEIGHT_BYTES:
+                raise UserError(f"models.{r}.dtype '{dtype}': expected one of {sorted(WEIGHT_BYTES)}")
+            self.weights_mb[r] = self.params[r] * WEIGHT_BYTES[dtype] / 2**20
 
     def token_s(self, role: str) -> float:
         """Seconds per generated token of one role on its device (a floor on speed, so an upper bound on time)."""
         on_gpu = self.devices[role].startswith("cuda")
-        return PER_TOKEN_S + self.weight_mb(role) * 2**20 / (GPU_BYTES_PER_S if on_gpu else CPU_BYTES_PER_S)
+        return PER_TOKEN_S + self.weights_mb[role] * 2**20 / (GPU_BYTES_PER_S if on_gpu else CPU_BYTES_PER_S)
 
     def serving_mb(self, roles: tuple[str, ...], processes: int = 1) -> int:
         """Host memory of processes that load ``roles`` onto their devices to decode."""
-        weights = sum((GPU_HEADROOM if self.devices[r].startswith("cuda") else CPU_HEADROOM) * self.weight_mb(r)
+        weights = sum((GPU_HEADROOM if self.devices[r].startswith("cuda") else CPU_HEADROOM) * self.weights_mb[r]
                       for r in roles)
         return math.ceil(PROCESS_MB * processes + weights)
 
