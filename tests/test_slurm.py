@@ -96,14 +96,14 @@ def kill_head_after_training(workdir: Path) -> tuple[str, dict[str, float]]:
     finally:
         head.kill()
         head.wait()
-    trained = {p.name: p.stat().st_mtime_ns for p in (workdir / "results/ci/models").glob("*/manifest.json")}
+    trained = {p.parent.name: p.stat().st_mtime_ns for p in (workdir / "results/ci/models").glob("*/manifest.json")}
     # a dead head leaves its jobs running and its lock behind: what a user does next
     ids = [log.stem for logs in slurm_logs(workdir).values() for log in logs]
     subprocess.run(["scancel", *ids], capture_output=True, text=True, timeout=60)
     while subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-t", "PD,R,CG"], capture_output=True,
                          text=True, timeout=60).stdout.strip():
         time.sleep(1)
-    return out.read_text(), {n: m for n, m in trained.items()}
+    return out.read_text(), trained
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def slurm_run(slurm, tmp_path_factory):
 def local_run(tmp_path_factory):
     """The same outputs built locally: the reference."""
     workdir = tmp_path_factory.mktemp("local")
-    r = snakemake("--cores", "2", "--directory", str(workdir), "--config", "experiment=ci", *REFERENCE)
+    r = snakemake(*REFERENCE, "--cores", "2", "--directory", str(workdir), "--config", "experiment=ci")
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     db = workdir / "results" / "heterospec.duckdb"
     agg = run_cmd([sys.executable, "-m", "heterospec.aggregate", "--db", str(db)], cwd=workdir)
@@ -150,7 +150,7 @@ def test_killed_head_resumes_without_redoing_finished_jobs(slurm_run):
     out = rerun.stdout + rerun.stderr
     assert "train_model" not in job_stats(out) and "collect_shard" in job_stats(out)
     assert len(slurm_run["trained"]) == 3 and len(slurm_logs(workdir)["train_model"]) == 3
-    now = {p.name: p.stat().st_mtime_ns for p in (workdir / "results/ci/models").glob("*/manifest.json")}
+    now = {p.parent.name: p.stat().st_mtime_ns for p in (workdir / "results/ci/models").glob("*/manifest.json")}
     assert now == slurm_run["trained"]
 
 
