@@ -2,6 +2,8 @@
 sizes and dtypes, threads from the stage, runtimes that grow with the work."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import pytest
 
 from heterospec.config import compose_config
@@ -11,6 +13,7 @@ from heterospec.jobs import JobSizes, cuda_gpus, params_from_name
 COLLECT = dict(dataset="synthetic", algorithm="brsd", executor="sequential", shard="0of1")
 
 
+@lru_cache(maxsize=None)
 def sizes(*overrides: str) -> JobSizes:
     cfg = compose_config(list(overrides))
     return JobSizes(cfg, {d: compose_config([*overrides, f"dataset={d}"]).dataset for d in cfg.datasets})

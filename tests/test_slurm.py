@@ -43,7 +43,8 @@ def slurm_missing() -> str | None:
         return f"SLURM is not installed ({', '.join(tools)} not on PATH); as root, .ci/slurm-up starts a one-node SLURM"
     r = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
-        return f"no SLURM controller answers (sinfo: {r.stderr.strip()[:200]})"
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"no SLURM controller answers (sinfo: {last}); as root, .ci/slurm-up starts a one-node SLURM"
     partitions = {p.rstrip("*") for p in r.stdout.split()}
     if not {"gpu", "cpu"} <= partitions:
         return f"SLURM has partitions {sorted(partitions)}; workflow/profiles/slurm/partitions.yaml names gpu and cpu"
