@@ -3,6 +3,7 @@ ci experiment runs end to end into a queryable DuckDB catalogue."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -96,11 +97,31 @@ def test_ci_experiment_end_to_end(tmp_path):
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
+def planned_gpus(output: str) -> dict[str, set[int]]:
+    """GPUs each planned rule asks for, from a dry run's ``rule X:`` and ``resources: ...`` lines."""
+    asks, rule = {}, None
+    for line in output.splitlines():
+        if line.startswith("rule "):
+            rule = line.split()[1].rstrip(":")
+        elif line.strip().startswith("resources:") and rule:
+            gpu = re.search(r"\bgpu=(\d+)", line)
+            asks.setdefault(rule, set()).add(int(gpu.group(1)) if gpu else 0)
+    return asks
+
+
 def test_slurm_profile_plans(tmp_path):
-    r = snakemake("--profile", str(ROOT / "workflow/profiles/slurm"), "-n", "--directory", str(tmp_path),
-                  "--config", "experiment=ci")
+    """The bar: on a machine without GPUs the ci experiment plans no job that asks for one; gpu3 asks for three."""
+    profile = str(ROOT / "workflow/profiles/slurm")
+    r = snakemake("--profile", profile, "-n", "--directory", str(tmp_path), "--config", "experiment=ci")
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
-    assert "collect_shard" in r.stdout + r.stderr
+    asks = planned_gpus(r.stdout + r.stderr)
+    assert "collect_shard" in asks and "train_model" in asks
+    assert {rule: n for rule, n in asks.items() if n != {0}} == {}
+    r = snakemake("--profile", profile, "-n", "--directory", str(tmp_path), "--config", "experiment=ci",
+                  "overrides=system=gpu3")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+    asks = planned_gpus(r.stdout + r.stderr)
+    assert asks["collect_shard"] == {3} and asks["evaluate"] == {1, 3} and asks["train_model"] == {0}
 
 
 def test_missing_benchmark_is_planned_as_a_download(tmp_path):

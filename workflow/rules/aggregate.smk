@@ -8,6 +8,9 @@ rule config:
     params:
         spec=digest(CFG),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("config", "mem_mb"),
+        runtime=need("config", "runtime"),
     log:
         PATHS.log("config"),
     conda:
@@ -27,6 +30,9 @@ rule aggregate:
         dfvg_outputs(),
     output:
         DUCKDB_FILE,
+    resources:
+        mem_mb=need("aggregate", "mem_mb"),
+        runtime=need("aggregate", "runtime"),
     log:
         PATHS.log("aggregate"),
     conda:

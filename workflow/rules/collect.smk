@@ -11,9 +11,11 @@ rule collect_shard:
     params:
         spec=collect_spec,
         hydra=HYDRA,
-    threads: 2
+    threads: need("collect_shard", "threads")
     resources:
-        gpu=GPUS,
+        gpu=need("collect_shard", "gpu"),
+        mem_mb=need("collect_shard", "mem_mb"),
+        runtime=need("collect_shard", "runtime"),
     log:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_{shard}"),
     benchmark:
@@ -34,6 +36,9 @@ rule collect_merge:
         kvmu=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "kvmu"),
     params:
         hydra=HYDRA,
+    resources:
+        mem_mb=need("collect_merge", "mem_mb"),
+        runtime=need("collect_merge", "runtime"),
     log:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_merge"),
     conda:

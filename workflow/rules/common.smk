@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from heterospec.config import compose_config, run_dir
 from heterospec.config.snakemake import parse_overrides, validate_config
 from heterospec.errors import UserError
+from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths
 
 
@@ -40,10 +41,6 @@ def model_spec(wildcards):
     return digest(CFG.models[wildcards.role], CFG.models.prompt, synthetic.generator)
 
 
-def model_threads(wildcards):
-    return int(CFG.models[wildcards.role].train.threads) if CFG.models[wildcards.role].source == "train" else 1
-
-
 def eval_inputs(wildcards):
     role = wildcards.method.removesuffix("_only")
     inputs = {"manifest": str(PATHS.model_manifest(role))}
@@ -58,7 +55,16 @@ def eval_spec(wildcards):
     return digest(ds, CFG.eval_limit, CFG.eval_max_new_tokens, CFG.models.prompt)
 
 
-GPUS = 3 if any(str(d).startswith("cuda") for d in CFG.system.torch_devices.values()) else 0
+try:
+    JOBS = JobSizes(CFG, {d: compose_config([*OVERRIDES, f"dataset={d}"]).dataset for d in CFG.datasets})
+except UserError as e:
+    print(f"heterospec: {e}", file=sys.stderr)
+    sys.exit(2)
+
+
+def need(stage, field):
+    """One field (threads, gpu, mem_mb, runtime) of a stage's job request, for a rule's threads: or resources:."""
+    return lambda wildcards: getattr(JOBS.need(stage, **dict(wildcards.items())), field)
 
 
 def collect_inputs(wildcards):

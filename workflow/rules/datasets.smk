@@ -7,6 +7,9 @@ rule download_dataset:
         DOWNLOADED,
     params:
         hydra=HYDRA,
+    resources:
+        mem_mb=need("download_dataset", "mem_mb"),
+        runtime=need("download_dataset", "runtime"),
     log:
         PATHS.log("download_{bench}"),
     conda:

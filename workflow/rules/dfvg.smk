@@ -12,7 +12,11 @@ rule dfvg_collect:
     params:
         spec=dfvg_spec,
         hydra=HYDRA,
-    threads: 2  # alone on a 2-core machine: its wall clock is a measurement (torch itself uses dfvg.threads)
+    threads: need("dfvg_collect", "threads")
+    resources:
+        gpu=need("dfvg_collect", "gpu"),
+        mem_mb=need("dfvg_collect", "mem_mb"),
+        runtime=need("dfvg_collect", "runtime"),
     log:
         PATHS.log("dfvg_{dfvg_method}"),
     benchmark:
@@ -31,6 +35,9 @@ rule dfvg_replay:
     params:
         spec=digest(CFG.dfvg.replay, CFG.replay.call_overhead_ms),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("dfvg_replay", "mem_mb"),
+        runtime=need("dfvg_replay", "runtime"),
     log:
         PATHS.log("dfvg_replay"),
     benchmark:

@@ -9,6 +9,10 @@ rule evaluate:
     params:
         spec=eval_spec,
         hydra=HYDRA,
+    resources:
+        gpu=need("evaluate", "gpu"),
+        mem_mb=need("evaluate", "mem_mb"),
+        runtime=need("evaluate", "runtime"),
     log:
         PATHS.log("evaluate_{dataset}_{method}"),
     benchmark:

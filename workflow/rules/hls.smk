@@ -11,6 +11,9 @@ rule hls_codegen:
     params:
         spec=digest(CFG.hls.kernel, CFG.hls.kvmu_pointer_bits, CFG.hls.pipeline),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("hls_codegen", "mem_mb"),
+        runtime=need("hls_codegen", "runtime"),
     log:
         PATHS.log("hls_codegen_{board}"),
     conda:
@@ -28,6 +31,9 @@ rule hls_csim:
     params:
         spec=digest(CFG.hls.csim_prompts, CFG.hls.csim_max_new_tokens, CFG.hls.cxx),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("hls_csim", "mem_mb"),
+        runtime=need("hls_csim", "runtime"),
     log:
         PATHS.log("hls_csim_{board}"),
     benchmark:
@@ -49,6 +55,9 @@ rule hls_model:
     params:
         spec=hls_spec(),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("hls_model", "mem_mb"),
+        runtime=need("hls_model", "runtime"),
     log:
         PATHS.log("hls_model"),
     conda:
@@ -64,6 +73,9 @@ rule kvmu_rtl:
     params:
         spec=digest(CFG.hls.kvmu_pointer_bits, CFG.hls.kvmu_synth_bits),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("kvmu_rtl", "mem_mb"),
+        runtime=need("kvmu_rtl", "runtime"),
     log:
         PATHS.log("kvmu_rtl"),
     benchmark:
@@ -83,6 +95,9 @@ rule hls_vendor:
     params:
         spec=digest(CFG.hls.vendor_tools),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("hls_vendor", "mem_mb"),
+        runtime=need("hls_vendor", "runtime"),
     log:
         PATHS.log("hls_vendor_{board}"),
     conda:

@@ -7,7 +7,10 @@ rule train_model:
     params:
         spec=model_spec,
         hydra=HYDRA,
-    threads: model_threads
+    threads: need("train_model", "threads")
+    resources:
+        mem_mb=need("train_model", "mem_mb"),
+        runtime=need("train_model", "runtime"),
     log:
         PATHS.log("models_{role}"),
     benchmark:
@@ -26,6 +29,9 @@ rule model_quality:
     params:
         spec=digest(CFG.models),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("model_quality", "mem_mb"),
+        runtime=need("model_quality", "runtime"),
     log:
         PATHS.log("model_quality"),
     benchmark:

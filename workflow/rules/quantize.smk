@@ -10,6 +10,10 @@ rule quantize:
     params:
         spec=digest(CFG.quantize, CFG.models.draft, CFG.models.prompt, CFG.eval_limit),
         hydra=HYDRA,
+    resources:
+        gpu=need("quantize", "gpu"),
+        mem_mb=need("quantize", "mem_mb"),
+        runtime=need("quantize", "runtime"),
     log:
         PATHS.log("quantize"),
     benchmark:

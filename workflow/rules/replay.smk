@@ -12,6 +12,9 @@ rule replay_import:
     params:
         spec=digest(CFG.replay.traces, CFG.replay.datasets, CFG.replay.format),
         hydra=HYDRA,
+    resources:
+        mem_mb=need("replay_import", "mem_mb"),
+        runtime=need("replay_import", "runtime"),
     log:
         PATHS.log("replay_import_{trace_set}"),
     benchmark:
@@ -31,6 +34,9 @@ rule replay:
     params:
         spec=replay_spec,
         hydra=HYDRA,
+    resources:
+        mem_mb=need("replay", "mem_mb"),
+        runtime=need("replay", "runtime"),
     log:
         PATHS.log("replay"),
     benchmark:
@@ -50,6 +56,9 @@ rule replay_validate:
     params:
         spec=replay_validate_spec,
         hydra=HYDRA,
+    resources:
+        mem_mb=need("replay_validate", "mem_mb"),
+        runtime=need("replay_validate", "runtime"),
     log:
         PATHS.log("replay_validate"),
     benchmark:
