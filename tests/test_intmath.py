@@ -1,0 +1,87 @@
+"""The W8A8 numerics at their limits, against exact references: int64 products, float64 math, hand-worked rows.
+
+The all-127 product is the worst case of a real layer: with K = 1101 its sum 1101 * 127^2 = 17 758 029 is odd and
+above 2^24, so float32 cannot even represent it; the float64 path must be taken (Qwen2.5's K is 896 to 4864)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from heterospec.quantize.intmath import (ACT_MAX, EXP_HI, EXP_LO, LOG2E, STAT_MAX, exp_det, f32, int_matmul, norm_scale,
+                                         quantize_rows, quantize_static, silu, sqrt_ieee)
+from heterospec.quantize.w8a8 import accumulator_bound
+
+
+@pytest.mark.parametrize("k", [1040, 1041, 1101, 4864])
+def test_all_127_product_is_exact_past_2_to_the_24(k):
+    a = torch.full((2, k), 127.0)
+    w = torch.full((3, k), 127, dtype=torch.int8)
+    w[1] = -127
+    got = int_matmul(a, w, accumulator_bound(k))
+    assert got.dtype == torch.float64
+    assert got[0].tolist() == [k * 16129, -k * 16129, k * 16129]
+
+
+def test_the_float32_path_is_used_below_2_to_the_24_only():
+    a = torch.full((1, 1040), 127.0)
+    w = torch.full((1, 1040), 127.0)
+    assert int_matmul(a, w, 2 ** 24 - 1).item() == 1040 * 16129          # float32 is exact here
+    odd = torch.tensor([[2.0 ** 24 + 1, 1.0]], dtype=torch.float64)
+    assert int_matmul(odd, torch.tensor([[1.0, 1.0]]), 2 ** 24).item() == 2 ** 24 + 2   # float64: exact
+    with pytest.raises(ValueError, match="exceeds float64's exact range"):
+        int_matmul(a, w, 2.0 ** 53)
+    assert int_matmul(a, w, 2.0 ** 53 - 1).item() == 1040 * 16129
+
+
+def test_quantize_rows_by_hand():
+    q, s = quantize_rows(torch.tensor([[1.0, -2.0, 0.5], [0.0, 0.0, 0.0], [-254.0, 127.0, 1.0]]))
+    assert s.tolist() == pytest.approx([2 / 127, 1 / 127, 2.0])
+    assert q.tolist() == [[64.0, -127.0, 32.0], [0.0, 0.0, 0.0], [-127.0, 64.0, 0.0]]   # round half to even: 63.5->64
+    q16, s16 = quantize_rows(torch.tensor([[3.0, -1.5]]), STAT_MAX)
+    assert q16.tolist() == [[32767.0, -16384.0]] and s16.item() == pytest.approx(3 / 32767)
+
+
+def test_quantize_static_rounds_and_clamps():
+    x = torch.tensor([0.24, 0.26, -0.26, 100.0, -100.0, 12.5])
+    assert quantize_static(x, torch.tensor(0.5)).tolist() == [0.0, 1.0, -1.0, ACT_MAX, -ACT_MAX, 25.0]
+
+
+def test_exp_det_against_float64_exp_and_its_clamps():
+    x = torch.linspace(EXP_LO, EXP_HI, 20001)
+    rel = (exp_det(x).double() - torch.exp(x.double())).abs() / torch.exp(x.double())
+    assert rel.max().item() < 1.2e-5                                    # |x| * 2^-24 from rounding x * log2(e)
+    small = torch.linspace(-1, 1, 2001)
+    rel = (exp_det(small).double() - torch.exp(small.double())).abs() / torch.exp(small.double())
+    assert rel.max().item() < 4e-7
+    assert exp_det(torch.tensor([0.0])).item() == 1.0
+    assert exp_det(torch.tensor([-1000.0])).item() == exp_det(torch.tensor([EXP_LO])).item() > 0
+    assert exp_det(torch.tensor([1000.0])).item() == exp_det(torch.tensor([EXP_HI])).item() < math.inf
+    assert LOG2E == f32(1 / math.log(2))
+
+
+def test_sqrt_ieee_is_correctly_rounded():
+    v = torch.tensor([2.0, 3.0, 1e-30, 1e30, 0.0, 0.5])
+    want = [float(np.float32(math.sqrt(float(np.float32(t))))) for t in v.tolist()]
+    assert sqrt_ieee(v).tolist() == want and sqrt_ieee(v).dtype == torch.float32
+
+
+def test_norm_scale_against_float64_rms():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 64, generator=g) * torch.tensor([[0.01], [0.1], [1.0], [10.0], [100.0], [1000.0]])
+    ref = 1 / torch.sqrt((x.double() ** 2).mean(-1) + 1e-6)
+    got = norm_scale(x, 1e-6).double()
+    assert torch.allclose(got, ref, rtol=2e-4, atol=0)
+    assert norm_scale(torch.zeros(1, 8), 1e-6).item() == pytest.approx(1000.0, rel=1e-6)   # 1 / sqrt(eps)
+
+
+def test_silu_against_float64():
+    g = torch.linspace(-20, 20, 4001)
+    ref = g.double() * torch.sigmoid(g.double())
+    assert torch.allclose(silu(g).double(), ref, rtol=2e-6, atol=1e-12)
+
+
+def test_f32_rounds_to_single_precision():
+    assert f32(0.1) == float(np.float32(0.1)) != 0.1 and f32(1.5) == 1.5
