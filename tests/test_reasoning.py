@@ -2,6 +2,7 @@
 KV reuse, the KVMU's log, trace tables, resumable sharded collection, and one-line errors."""
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -75,6 +76,47 @@ def test_draft_processes_each_token_once(trio):
     assert processed / denominator <= 1.05
     # ingested includes the prompt and the target's steps (shadow synchronisation)
     assert sum(r["draft_ingested"] for r in rows) >= sum(r["prompt_tokens"] for r in rows)
+
+
+def _trie_size(seqs: list[list[int]]) -> int:
+    """Distinct prefixes of ``seqs``: the tokens a model that never re-reads a prefix must process."""
+    return len({tuple(s[:i]) for s in seqs for i in range(1, len(s) + 1)})
+
+
+def _count_fed(model, counter: list[int]):
+    """Count the tokens that go through ``model``'s forward (an observer: the call itself is unchanged)."""
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def counted(*args, **kw):
+        counter[0] += kw["input_ids"].shape[-1]
+        return forward(*args, **kw)
+    model.forward = counted
+
+
+def test_prm_and_target_process_each_token_once(trio, monkeypatch):
+    """Prefix-cache reuse for the PRM and the target, as for the draft: at most 5 % re-processed. Needed: the
+    distinct prefixes of what the PRM scored; for the target, the tokens it sampled plus the host tokens."""
+    cfg, _, checkpoints = trio
+    problems = load_problems(cfg.dataset, 6)
+    with Session(cfg, checkpoints, processes=False) as s:
+        scorer, target = s.roles["prm"].role, s.roles["target"].role
+        prm_fed, target_fed = [0], [0]
+        _count_fed(scorer.cache.model, prm_fed)
+        _count_fed(target.cache.model, target_fed)
+        scored: list[list[int]] = []
+        ids = scorer.ids
+        monkeypatch.setattr(scorer, "ids", lambda q, steps: scored.append(ids(q, steps)) or scored[-1])
+        prm_needed = target_needed = 0
+        for p in problems:
+            scored.clear()
+            s.run(p, cfg.algorithm, "sequential")
+            prm_needed += _trie_size(scored)
+            t = s.roles["target"].call("stats")
+            target_needed += t["generated"] + t["ingested"]
+    assert len(scored) > 1 and target_needed > 0
+    assert prm_fed[0] / prm_needed <= 1.05
+    assert target_fed[0] / target_needed <= 1.05
 
 
 def test_kvmu_logs_all_four_modes(trio):
