@@ -203,3 +203,19 @@ def test_quantized_draft_runs_as_the_draft(trio, tmp_path):
     out = run_shard(compose_config(ov), qpaths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
     problems = read_parquet(out["problems"], TABLES["problems"])
     assert problems.num_rows == 6 and sum(problems.column("draft_tokens").to_pylist()) > 0
+    # the draft role is the W8A8 export, and its cached step equals the export's own greedy continuation,
+    # recomputed here by a full forward per token without any cache
+    import torch
+    from heterospec.quantize.model import W8A8Draft, load_quantized_draft
+    qdir = str(qpaths.quantized_draft.parent.resolve())
+    problem = load_problems(cfg.dataset, 1)[0]
+    with Session(compose_config(ov), {**checkpoints, "draft": qdir}, processes=False) as s:
+        assert isinstance(s.roles["draft"].role.cache.model, W8A8Draft)
+        prompt = s.prompt_ids(problem.question)
+        s.roles["draft"].call("reset", 0)
+        step = s.roles["draft"].call("write", prompt, len(prompt), 12)
+    model, ids = load_quantized_draft(qdir), list(prompt)
+    with torch.no_grad():
+        for _ in step.tokens:
+            ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    assert len(step.tokens) > 0 and step.tokens == ids[len(prompt):]
