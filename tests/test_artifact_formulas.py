@@ -255,3 +255,13 @@ def test_replay_table_groups_problems_and_picks_each_format_rule():
     assert SEMANTICS == ("v12", "v11")
     with pytest.raises(UserError, match=r"unknown replay semantics 'v13'; choose one of \['v12', 'v11'\]"):
         replay_table(table, semantics="v13")
+
+
+def test_write_replay_round_trips(tmp_path):
+    import pyarrow.parquet as pq
+    from heterospec.replay.artifact import REPLAY_SCHEMA, write_replay
+    table = replay_table(_events_table({"p/a.json": ("v12", 12, random_v12(random.Random(3), 4))}), run="r")
+    out = write_replay(table, tmp_path / "replay.parquet")
+    back = pq.read_table(out)
+    assert out == tmp_path / "replay.parquet" and back.schema.names == REPLAY_SCHEMA.names
+    assert back.to_pylist() == table.to_pylist()

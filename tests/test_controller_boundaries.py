@@ -126,3 +126,29 @@ def test_max_steps_counts_every_node():
     out = solve(Scripted({"d1": 0.1}, final_at=99), alg(max_steps=3, backtrack=False))
     assert len(out.path) == 3 and out.stop == "max_steps" and names(out) == ["d0", "t1", "d2"]
     assert isinstance(out.path[0], Node)
+
+
+class _Recording(Scripted):
+    """Also records who each PRM call is for and every verdict the controller settles."""
+
+    def __init__(self, scores, final_at):
+        super().__init__(scores, final_at)
+        self.authors: list[tuple[str, str]] = []
+        self.verdicts: list[tuple[int, str, bool]] = []
+
+    def verify(self, path, step, author):
+        self.authors.append((step.text.strip(), author))
+        return super().verify(path, step, author)
+
+    def settle(self, path, step, accepted):
+        self.verdicts.append((len(path), step.text.strip(), accepted))
+
+
+def test_the_executor_is_told_each_author_and_each_verdict():
+    ex = _Recording({"d0/d1|d2": 0.1, "d0/d1|t2": 0.3, "t1": 0.5, "d1": 0.8}, final_at=3)
+    solve(ex, alg())
+    assert ex.authors == [("d0", "draft"), ("d1", "draft"), ("d2", "draft"), ("t2", "target"), ("t1", "target"),
+                          ("d2", "draft"), ("\\boxed{d3}", "draft")]
+    # one verdict per draft step, on the path it was written after
+    assert ex.verdicts == [(0, "d0", True), (1, "d1", True), (2, "d2", False), (2, "d2", True),
+                           (3, "\\boxed{d3}", True)]

@@ -14,6 +14,10 @@ def test_last_boxed_takes_the_last_balanced_box():
     assert last_boxed("no box here") is None
     assert last_boxed("cut off \\boxed{\\frac{1}{") is None
     assert last_boxed("\\fbox{7}") == "7"
+    assert last_boxed("\\fbox{1} and \\fbox{2}") == "2" and last_boxed("\\fbox{1} then \\boxed{2}") == "2"
+    assert last_boxed("\\boxed{1} then \\fbox{2}") == "2"
+    assert last_boxed("the answer is $\\boxed 5$.") == "5"            # the brace-less form
+    assert last_boxed("\\fbox  x12 done") == "x12" and last_boxed("ends in \\boxed") is None
 
 
 @pytest.mark.parametrize("pred, gold", [
@@ -74,7 +78,8 @@ def test_units_are_read_in_the_singular():
 def test_tolerance_is_relative_with_a_floor_of_1e_9():
     assert numbers_match(1e6 + 99, 1e6) and not numbers_match(1e6 + 101, 1e6)
     assert numbers_match(-1e-3 * (1 + 0.99e-4), -1e-3) and not numbers_match(-1e-3 * (1 + 1.01e-4), -1e-3)
-    assert numbers_match(0.99e-9, 0.0) and not numbers_match(1.01e-9, 0.0)
+    assert numbers_match(0.99e-9, 0.0) and not numbers_match(1.01e-9, 0.0) and numbers_match(1e-9, 0.0)
+    assert numbers_match(2.5, 2.0 * (1 + 0.25)) and numbers_match(1.0 + 2.0 ** -20, 1.0)
     assert numbers_match(-0.99e-9, 0.0) and not numbers_match(-1.01e-9, 0.0)
 
 

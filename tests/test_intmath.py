@@ -85,3 +85,20 @@ def test_silu_against_float64():
 
 def test_f32_rounds_to_single_precision():
     assert f32(0.1) == float(np.float32(0.1)) != 0.1 and f32(1.5) == 1.5
+
+
+def test_rows_are_the_last_dimension_of_a_batch():
+    """[batch, tokens, hidden] as the model calls them: every row is quantised and normalised on its own."""
+    x = torch.tensor([[[0.5, -0.25], [4.0, 1.0]], [[0.0, 0.0], [-3.0, 6.0]]])
+    q, s = quantize_rows(x)
+    assert torch.allclose(s, torch.tensor([[0.5 / 127, 4 / 127], [1 / 127, 6 / 127]]))   # amax below 1: its own scale
+    assert q.tolist() == [[[127.0, -64.0], [127.0, 32.0]], [[0.0, 0.0], [-64.0, 127.0]]]   # -63.5 -> -64 (even)
+    r = norm_scale(x, 1e-6)
+    assert r.shape == (2, 2)
+    want = 1 / torch.sqrt((x.double() ** 2).mean(-1) + 1e-6)
+    assert torch.allclose(r.double(), want, rtol=2e-4)
+
+
+def test_sqrt_ieee_returns_float32_for_any_input():
+    x = torch.tensor([2.0, 10.0], dtype=torch.float64)
+    assert sqrt_ieee(x).dtype == torch.float32 and sqrt_ieee(x).tolist() == [f32(math.sqrt(2.0)), f32(math.sqrt(10.0))]
