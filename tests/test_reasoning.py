@@ -156,6 +156,33 @@ def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
     assert all(e >= s for s, e in zip(calls.column("start_ns").to_pylist(), calls.column("end_ns").to_pylist()))
 
 
+def test_collect_journal_restarts_when_settings_or_models_change(trio, monkeypatch):
+    """Journaled problems are reused only under the same settings and models; any change redoes them all."""
+    cfg, paths, _ = trio
+    monkeypatch.chdir(paths.root.parent.parent)
+    thr = cfg.algorithm.threshold
+    base = OVERRIDES + [f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}", "collect.limit=2"]
+    journal = paths.collect_shard("synthetic", "rsd", "sequential", "0of1", "problems").parent / "journal"
+
+    def collect(ov):
+        run_shard(compose_config(ov), paths, ov, "synthetic", "rsd", "sequential", "0of1", processes=False)
+        return {p.name: p.stat().st_mtime_ns for p in journal.glob("*.json")}, (journal / "SPEC").read_text()
+
+    first, spec = collect(base)
+    assert len(first) == 2
+    assert collect(base) == (first, spec)                                  # same settings: resumed, nothing redone
+    changed, spec2 = collect(base + ["algorithm.max_steps=19"])
+    assert spec2 != spec and set(changed) == set(first) and all(changed[n] != first[n] for n in first)
+    manifest = paths.model_manifest("prm")
+    text = manifest.read_text()
+    try:
+        manifest.write_text(json.dumps(json.loads(text), indent=3))       # the PRM's manifest is not the same text
+        retrained, spec3 = collect(base + ["algorithm.max_steps=19"])
+    finally:
+        manifest.write_text(text)
+    assert spec3 not in (spec, spec2) and all(retrained[n] != changed[n] for n in first)
+
+
 def test_missing_device_is_one_line(trio, tmp_path):
     cfg, _, checkpoints = trio
     cfg = compose_config(OVERRIDES + ["system.torch_devices.target=cuda:3"])

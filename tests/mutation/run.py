@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     if not mutmut.exists():
         raise SystemExit("mutation: mutmut is not installed in this environment (pip install mutmut==3.8.1)")
     t0 = time.monotonic()
-    run = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs)], cwd=ROOT,
+    # one intra-op thread: mutmut forks a process that has used torch, and a forked child waiting on the
+    # parent's thread pool hangs (it would count as a timeout, i.e. a kill, whatever the tests say)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    run = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs)], cwd=ROOT, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if run.returncode != 0:
         sys.stderr.write(run.stderr[-4000:])
