@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay.artifact import DEFAULT_PROFILE, SEMANTICS, Event, replay_table, replay_v11, replay_v12
+from heterospec.replay.artifact import (DEFAULT_PROFILE, REPLAY_SCHEMA, SEMANTICS, Event, replay_table, replay_v11,
+                                        replay_v12)
 
 MODES = ("prefetched_complete", "partial_resume", "direct_generation")
 
@@ -231,13 +232,15 @@ def _events_table(problems: dict[str, tuple[str, int, list[Event]]]) -> pa.Table
 
 def test_replay_table_groups_problems_and_picks_each_format_rule():
     rng = random.Random(7)
-    a, b, c = random_v12(rng, 6), random_v11(rng, 5), random_v12(rng, 3)
+    a, b, c = random_v12(rng, 6), random_v11(rng, 14), random_v12(rng, 3)
     table = _events_table({"p/a.json": ("v12", 40, a), "p/b.json": ("v11", 0, b), "p/c.json": ("v12", 0, c)})
-    out = replay_table(table, trace_set="with_bt", run="r1").to_pylist()
+    replayed = replay_table(table, trace_set="with_bt", run="r1")
+    assert replayed.schema.equals(REPLAY_SCHEMA, check_metadata=True)
+    out = replayed.to_pylist()
     assert [r["source"] for r in out] == ["p/a.json", "p/b.json", "p/c.json"]
     assert [r["semantics"] for r in out] == ["v12", "v11", "v12"]
     assert [r["profile"] for r in out] == [DEFAULT_PROFILE["v12"], DEFAULT_PROFILE["v11"], DEFAULT_PROFILE["v12"]]
-    assert [r["events"] for r in out] == [6, 5, 3] and [r["problem_idx"] for r in out] == [0, 1, 2]
+    assert [r["events"] for r in out] == [6, 14, 3] and [r["problem_idx"] for r in out] == [0, 1, 2]
     assert [r["draft_tokens"] for r in out] == [sum(e.d for e in x) for x in (a, b, c)]
     assert all(r["run"] == "r1" and r["trace_set"] == "with_bt" and r["dataset"] == "gsm8k" for r in out)
     from heterospec.replay.profiles import get_profile
@@ -247,6 +250,7 @@ def test_replay_table_groups_problems_and_picks_each_format_rule():
     assert [r["target_tokens"] for r in out] == [w.target_tokens for w in want]
     assert [r["target_wait_ms"] for r in out] == [w.target_wait_ms for w in want]
     # one rule for all, and an explicit profile for all
+    assert {(r["run"], r["trace_set"]) for r in replay_table(table).to_pylist()} == {("", "")}
     forced = replay_table(table, semantics="v11", profile="paper_v12").to_pylist()
     assert {r["semantics"] for r in forced} == {"v11"} and {r["profile"] for r in forced} == {"paper_v12"}
     assert forced[0]["latency_ms"] == replay_v11(a, v12).latency_ms
@@ -259,7 +263,7 @@ def test_replay_table_groups_problems_and_picks_each_format_rule():
 
 def test_write_replay_round_trips(tmp_path):
     import pyarrow.parquet as pq
-    from heterospec.replay.artifact import REPLAY_SCHEMA, write_replay
+    from heterospec.replay.artifact import write_replay
     table = replay_table(_events_table({"p/a.json": ("v12", 12, random_v12(random.Random(3), 4))}), run="r")
     out = write_replay(table, tmp_path / "replay.parquet")
     back = pq.read_table(out)

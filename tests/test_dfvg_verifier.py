@@ -109,30 +109,42 @@ def test_greedy_verification_follows_the_target_through_a_branching_tree(target)
         assert (path, nxt) == ([n1, n3], g[2])
         ctx += g
         assert v.cached == len(ctx) - 1 and v.cache.get_seq_length() == len(ctx) - 1
+        assert torch.allclose(cached_logits(target, v, ctx), full_logits(target, ctx), atol=1e-5)
 
 
-def test_chain_is_cropped_to_the_accepted_prefix(target):
+def cached_logits(model, v: Verifier, ctx: list[int]) -> torch.Tensor:
+    """Logits at ``ctx``'s last token fed after (a copy of) the verifier's cache."""
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ctx[-1:]]), past_key_values=copy.deepcopy(v.cache),
+                     use_cache=True).logits[0, -1].float()
+
+
+@pytest.mark.parametrize("wrong_at, accepted", [(2, [0, 1]), (3, [0, 1, 2]), (None, [0, 1, 2, 3])])
+def test_chain_is_cropped_to_the_accepted_prefix(target, wrong_at, accepted):
     ctx = list(PROMPT)
-    g = _greedy(target, ctx, 4)
+    g = _greedy(target, ctx, 5)
     t = DraftTree()
-    for i, tok in enumerate([g[0], g[1], (g[2] + 1) % V, g[3]]):
-        t.add(tok, i - 1, 0.0)
+    for i in range(4):
+        t.add((g[i] + 1) % V if i == wrong_at else g[i], i - 1, 0.0)
     v = Verifier(target)
     v.start(ctx)
-    assert v.verify(ctx, t) == ([0, 1], g[2])
-    ctx += g[:3]
-    assert v.cache.get_seq_length() == len(ctx) - 1
-    whole = DraftTree()
-    whole.add(g[3], -1, 0.0)
-    assert v.verify(ctx, whole)[0] == [0]                  # the cropped cache still predicts the target's token
+    assert v.verify(ctx, t) == (accepted, g[len(accepted)])
+    ctx += g[:len(accepted) + 1]
+    assert v.cache.get_seq_length() == v.cached == len(ctx) - 1
+    assert torch.allclose(cached_logits(target, v, ctx), full_logits(target, ctx), atol=1e-5)
 
 
-def test_an_empty_tree_and_a_one_token_prompt(target):
+def test_an_empty_tree_and_short_prompts(target):
     v = Verifier(target)
+    assert v.cached == 0 and v.max_positions == 64
+    assert v.verify([2], DraftTree()) == ([], int(full_logits(target, [2]).argmax()))   # fresh: ready for 1 token
     v.start([2])
     assert v.cached == 0
     assert v.verify([2], DraftTree()) == ([], int(full_logits(target, [2]).argmax()))
     assert v.cached == 1
+    v.start([2, 4])                                        # a two-token prompt: one token prefilled
+    assert v.cached == 1 and v.cache.get_seq_length() == 1
+    assert v.verify([2, 4], DraftTree()) == ([], int(full_logits(target, [2, 4]).argmax()))
 
 
 def test_brute_force_sampling_emits_tokens_distributed_as_the_target_samples():
@@ -170,14 +182,21 @@ def _filled(obs: torch.Tensor, p: torch.Tensor):
 def test_sampling_is_seeded():
     target = tiny_target()
     runs = []
-    for seed in (5, 5, 6):
-        v = Verifier(target, temperature=1.0, seed=seed)
+    for seed in (5, 5, 6, 0, None):
+        v = Verifier(target, temperature=1.0, seed=seed) if seed is not None else Verifier(target, 1.0)
         out = []
         for _ in range(12):
             v.start(PROMPT)
             out.append(v.verify(PROMPT, toy_tree()))
         runs.append(out)
-    assert runs[0] == runs[1] and runs[0] != runs[2]
+    assert runs[0] == runs[1] and runs[0] != runs[2] and runs[3] == runs[4]      # the default seed is 0
+
+
+def test_an_unset_attention_is_taken_as_sdpa():
+    model = tiny_target()
+    model.config._attn_implementation = None
+    assert Verifier(model).additive_mask is False
+    assert Verifier(tiny_target("eager")).additive_mask is True
 
 
 def test_other_attention_is_one_line():

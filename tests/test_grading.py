@@ -114,3 +114,28 @@ def test_gsm8k_answers_parsed_from_hash_lines(shared_datasets):
     p = load_benchmark("gsm8k", shared_datasets / "gsm8k" / "test.jsonl", limit=1)[0]
     assert p.answer == "18" and p.steps and "####" not in p.steps[-1]
     assert grade("She makes 9 * 2 = \\boxed{\\$18} a day.", p.answer)
+
+
+@pytest.mark.parametrize("raw, canonical", [
+    ("\\left( 1, 2 \\right)", "(1,2)"), ("1\\!000", "1000"), ("1\\,000", "1000"), ("1\\;000", "1000"),
+    ("1\\ 000", "1000"), ("\\dfrac{1}{2}", "\\frac{1}{2}"), ("\\tfrac{1}{2}", "\\frac{1}{2}"), ("90^{\\circ}", "90"),
+    ("\\$5", "5"), ("$5$", "5"), ("50\\%", "50"), ("50%", "50"), ("\\text{(B)}", "(B)"), (" 1 2 ", "12"),
+    ("5.", "5"), ("1,234,567.50", "1234567.5"), ("1,2", "1,2"), ("12,345", "12345"), ("1,000.00", "1000"),
+    ("18.000", "18"), ("100", "100"), ("10.0", "10"), ("-3.10", "-3.1"), ("0.50", "0.5"),
+])
+def test_normal_forms(raw, canonical):
+    assert normalize(raw) == canonical
+
+
+@pytest.mark.parametrize("pred, gold", [
+    # within the relative tolerance only numerically (math-verify alone would call these different)
+    ("\\frac{1}{3}", "0.33333"), ("1/3", "0.33333"), ("\\frac{3}{1}", "3.0001"), ("3/1", "3.0001"),
+    ("-\\frac{1}{4}", "-0.25001"), ("\\frac{-1}{4}", "-0.25001"), ("\\frac{1.5}{2}", "0.75005"),
+])
+def test_fractions_are_compared_as_numbers(pred, gold):
+    assert answers_match(pred, gold) and answers_match(gold, pred)
+
+
+def test_a_zero_denominator_is_not_a_number():
+    assert not answers_match("\\frac{1}{0}", "\\frac{2}{0}") and not answers_match("1/0", "2/0")
+    assert not answers_match("\\frac{1}{0}", "5") and not answers_match("5", "1/0")

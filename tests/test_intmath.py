@@ -89,10 +89,11 @@ def test_f32_rounds_to_single_precision():
 
 def test_rows_are_the_last_dimension_of_a_batch():
     """[batch, tokens, hidden] as the model calls them: every row is quantised and normalised on its own."""
-    x = torch.tensor([[[0.5, -0.25], [4.0, 1.0]], [[0.0, 0.0], [-3.0, 6.0]]])
+    x = torch.tensor([[[0.5, -0.25, 0.0], [4.0, 1.0, 2.0]], [[0.0, 0.0, 0.0], [-3.0, 6.0, 1.5]]])   # [2, 2, 3]
     q, s = quantize_rows(x)
     assert torch.allclose(s, torch.tensor([[0.5 / 127, 4 / 127], [1 / 127, 6 / 127]]))   # amax below 1: its own scale
-    assert q.tolist() == [[[127.0, -64.0], [127.0, 32.0]], [[0.0, 0.0], [-64.0, 127.0]]]   # -63.5 -> -64 (even)
+    assert q.tolist() == [[[127.0, -64.0, 0.0], [127.0, 32.0, 64.0]],                     # -63.5 -> -64 (even)
+                          [[0.0, 0.0, 0.0], [-64.0, 127.0, 32.0]]]
     r = norm_scale(x, 1e-6)
     assert r.shape == (2, 2)
     want = 1 / torch.sqrt((x.double() ** 2).mean(-1) + 1e-6)
@@ -102,3 +103,25 @@ def test_rows_are_the_last_dimension_of_a_batch():
 def test_sqrt_ieee_returns_float32_for_any_input():
     x = torch.tensor([2.0, 10.0], dtype=torch.float64)
     assert sqrt_ieee(x).dtype == torch.float32 and sqrt_ieee(x).tolist() == [f32(math.sqrt(2.0)), f32(math.sqrt(10.0))]
+
+
+def test_norm_scale_is_bit_exact_against_a_numpy_reference():
+    """The documented formula in numpy float32 with an exact Python-integer sum of squares, at Qwen's width."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 896, generator=g) * 40.0
+    eps = 1e-6
+    got = norm_scale(x, eps)
+    f = np.float32
+    for row, r in zip(x, got.tolist()):
+        q, s = quantize_rows(row[None], STAT_MAX)
+        ss = sum(int(v) ** 2 for v in q[0].tolist())                     # exact, up to 896 * 32767^2
+        s16 = f(s.item())
+        var = f(f(f(ss) * s16) * s16) / f(896.0)
+        assert r == float(f(1.0) / f(np.sqrt(f(var + f(eps)))))
+
+
+def test_batched_int_matmul_transposes_the_last_two_dimensions():
+    a = torch.tensor([[[1.0, 2.0, 3.0]], [[-1.0, 0.0, 4.0]]])                 # [2, 1, 3]
+    b = torch.tensor([[[1.0, 0.0, 1.0], [2.0, 2.0, 2.0]], [[0.0, 1.0, 0.0], [1.0, 1.0, 1.0]]])   # [2, 2, 3]
+    want = [[[4.0, 12.0]], [[0.0, 3.0]]]
+    assert int_matmul(a, b, 100).tolist() == want and int_matmul(a, b, 2 ** 30).tolist() == want

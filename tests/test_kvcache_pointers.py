@@ -117,3 +117,18 @@ def test_draft_kvmu_rows_for_reject_step_ahead_accept_and_backtrack(tiny):
     # fed: the prompt and 4 sampled tokens, then per write 1 token in and 4 sampled. A step cut at max_tokens
     # feeds its last token inside the loop, and the next write, finding its context fully cached, re-feeds it
     assert w.processed == P + 4 + 4 * (1 + 4)
+
+
+def test_prefix_cache_over_the_int8_draft_rolls_back_its_own_cache(tiny):
+    """The W8A8 draft keeps an int8 cache of its own kind; rollback crops it to a length, never to empty."""
+    from heterospec.quantize.model import W8A8Draft
+    from heterospec.quantize.w8a8 import quantize_model
+    model, _ = tiny
+    calib = [torch.randint(0, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(1))]
+    draft = W8A8Draft(*quantize_model(model, calib, alpha=0.5, rope_positions=64, log=lambda s: None)).eval()
+    c = PrefixCache(draft)
+    assert type(c.cache) is type(draft.empty_cache()) and c.cache_arg == "past_key_values"
+    for ctx, dropped, fed in [([5, 9, 12, 30], 0, 4), ([5, 9, 40], 2, 1), ([5, 9, 40, 41], 0, 1), ([7], 4, 1)]:
+        logits, d, f = c.advance(ctx)
+        assert (d, f) == (dropped, fed) and c.ids == ctx
+        assert torch.equal(logits, fresh(draft, ctx)), ctx          # integer model: bit for bit
