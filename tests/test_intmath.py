@@ -125,3 +125,32 @@ def test_batched_int_matmul_transposes_the_last_two_dimensions():
     b = torch.tensor([[[1.0, 0.0, 1.0], [2.0, 2.0, 2.0]], [[0.0, 1.0, 0.0], [1.0, 1.0, 1.0]]])   # [2, 2, 3]
     want = [[[4.0, 12.0]], [[0.0, 3.0]]]
     assert int_matmul(a, b, 100).tolist() == want and int_matmul(a, b, 2 ** 30).tolist() == want
+
+
+def test_float32_bits_do_not_depend_on_the_default_dtype_or_rank():
+    """Constants are float32 by declaration, not by torch's default dtype: a library that switches the default to
+    float64, or a single value (a 0-dim tensor, which type promotion treats like its constants), gets the same bits."""
+    vals = [-3.7, -0.2, 0.0, 0.9, 5.1]
+    x = torch.tensor(vals)
+    exp_ref, silu_ref, norm_ref = exp_det(x), silu(x), norm_scale(x, 1e-6)
+    q_ref, s_ref = quantize_rows(x)
+    f32_ref = [f32(v) for v in vals]
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        for i, v in enumerate(vals):
+            one = torch.tensor(v, dtype=torch.float32)
+            for fn, ref in ((exp_det, exp_ref), (silu, silu_ref)):
+                out = fn(one)
+                assert out.dtype == torch.float32 and out.item() == ref[i].item(), (fn.__name__, v)
+            assert f32(v) == f32_ref[i]
+        r = norm_scale(x, 1e-6)                               # one row: its statistic is a 0-dim tensor
+        assert r.dtype == torch.float32 and r.item() == norm_ref.item()
+        q, s = quantize_rows(x)
+        assert s.dtype == torch.float32 and s.item() == s_ref.item() and torch.equal(q, q_ref)
+    finally:
+        torch.set_default_dtype(before)
+
+
+def test_sqrt_ieee_of_a_single_value():
+    assert sqrt_ieee(torch.tensor(2.0)).item() == f32(math.sqrt(2.0))
