@@ -137,7 +137,10 @@ def test_chain_is_cropped_to_the_accepted_prefix(target, wrong_at, accepted):
 def test_an_empty_tree_and_short_prompts(target):
     v = Verifier(target)
     assert v.cached == 0 and v.max_positions == 64
-    assert v.verify([2], DraftTree()) == ([], int(full_logits(target, [2]).argmax()))   # fresh: ready for 1 token
+    first = int(full_logits(target, [2]).argmax())
+    assert v.verify([2], DraftTree()) == ([], first)                   # fresh: ready for a one-token context
+    assert v.verify([2, first], DraftTree()) == ([], int(full_logits(target, [2, first]).argmax()))
+    assert v.cache.get_seq_length() == v.cached == 2
     v.start([2])
     assert v.cached == 0
     assert v.verify([2], DraftTree()) == ([], int(full_logits(target, [2]).argmax()))
