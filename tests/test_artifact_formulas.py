@@ -49,46 +49,33 @@ def ref_v12(events, prompt, c):
         d = e.d
         verify = c.prm_score(kv + d) + c.comm(d)
         nd = events[i + 1].d if i + 1 < len(events) else None
+        total = e.target_total_tokens if e.target_total_tokens is not None else e.target_tokens_spent
+        # each event: time before the overlap, the verification the next draft overlaps, where that draft starts
         if e.status == "accept_pure_draft":
             kv += d
             stack.append((e.logical_step, d))
-            if nd is None:
-                latency += verify
-            else:
-                s = max(verify, c.draft_decode(dkv, nd))
-                latency, w, dkv = latency + s, s, dkv + nd
-            continue
-        total = e.target_total_tokens if e.target_total_tokens is not None else e.target_tokens_spent
-        if e.status == "target_rescue":
-            T = total
+            before, overlapped, start = 0.0, verify, dkv
+        else:
+            T = total if e.status == "target_rescue" else (total or d)
+            if e.status == "BACKTRACK_EVENT":
+                kept = [x for x in stack if x[0] <= e.to_step]
+                dropped = sum(t for _, t in stack[len(kept):])
+                assert stack[:len(kept)] == kept        # the generator only backtracks along the path
+                stack, kv, dkv = kept, kv - dropped, dkv - dropped
             wait = max(0.0, c.target(kv, T) - (w + verify))
-            tv = c.prm_score(kv + T) + c.comm(T)
+            before, overlapped = verify + wait, c.prm_score(kv + T) + c.comm(T)
+            start = kv + T if e.status == "target_rescue" else dkv + T     # a rescue resyncs the draft
             kv += T
-            dkv = kv
-            stack.append((e.logical_step, T))
-            if nd is None:
-                latency += verify + wait + tv
-            else:
-                s = max(tv, c.draft_decode(kv, nd))
-                latency, w, dkv = latency + verify + wait + s, s, kv + nd
-        else:  # BACKTRACK_EVENT
-            T = total or d
-            kept = [x for x in stack if x[0] <= e.to_step]
-            dropped = sum(t for _, t in stack[len(kept):])
-            assert stack[:len(kept)] == kept            # the generator only backtracks along the path
-            stack, kv, dkv = kept, kv - dropped, dkv - dropped
-            wait = max(0.0, c.target(kv, T) - (w + verify))
-            tv = c.prm_score(kv + T) + c.comm(T)
-            latency += verify + wait
-            kv, dkv = kv + T, dkv + T
-            stack.append((e.to_step, T))
-            if nd is None:
-                latency += tv
-            else:
-                s = max(tv, c.draft_decode(dkv, nd))
-                latency, w, dkv = latency + s, s, dkv + nd
-        used += T
-        waited += wait
+            dkv = start
+            stack.append((e.logical_step if e.status == "target_rescue" else e.to_step, T))
+            used += T
+            waited += wait
+        latency += before
+        if nd is None:
+            latency += overlapped
+        else:
+            s = max(overlapped, c.draft_decode(start, nd))
+            latency, w, dkv = latency + s, s, start + nd
     return latency, used, waited
 
 

@@ -15,6 +15,7 @@ import heterospec.dfvg.verify as verify_mod
 from heterospec.dfvg.tree import DraftTree
 from heterospec.dfvg.verify import Verifier
 from heterospec.errors import UserError
+from test_dfvg import one_thread  # noqa: F401  (one intra-op thread for tiny models)
 
 V = 6                      # a tiny vocabulary keeps the chi-square cells well filled
 PROMPT = [1, 4, 2, 5, 3]
@@ -29,15 +30,6 @@ def tiny_target(attn: str = "sdpa"):
     with torch.no_grad():                        # sharpen the random logits so that the distributions differ
         model.lm_head.weight.mul_(8.0)
     return model
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine: a second intra-op thread only adds synchronisation stalls."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module", params=["sdpa", "eager"])
