@@ -219,7 +219,10 @@ def _events_table(problems: dict[str, tuple[str, int, list[Event]]]) -> pa.Table
 
 def test_replay_table_groups_problems_and_picks_each_format_rule():
     rng = random.Random(7)
-    a, b, c = random_v12(rng, 6), random_v11(rng, 14), random_v12(rng, 3)
+    a, c = random_v12(rng, 6), random_v12(rng, 3)
+    b = [Event("target_rescue", 0, 5, 3, 9, "partial_resume", 4),           # every v11 field read from the table
+         Event("BACKTRACK_EVENT", 1, 6, 0, None, None, None, None, "direct_generation", 7, 2),
+         Event("accept_via_prefetch", 2, 3, 0, 8, "prefetched_complete", 0), *random_v11(rng, 11)]
     table = _events_table({"p/a.json": ("v12", 40, a), "p/b.json": ("v11", 0, b), "p/c.json": ("v12", 0, c)})
     replayed = replay_table(table, trace_set="with_bt", run="r1")
     assert replayed.schema.equals(REPLAY_SCHEMA, check_metadata=True)
