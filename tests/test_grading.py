@@ -59,6 +59,7 @@ def test_unequal_answers(pred, gold):
     # units: ignored when one side has none, compared when both do
     ("5\\text{ cm}", "5", True), ("5\\text{ cm}", "5\\text{ m}", False), ("5\\text{ hours}", "5\\text{ hour}", True),
     ("3\\text{ meters}", "3\\text{ m}", True), ("3\\text{ kg}", "3\\text{ g}", False),
+    ("2\\text{ days}", "2\\text{ day}", True), ("2\\text{ days}", "2\\text{ s}", False),
     # scientific notation
     ("1.5\\times10^{-3}", "0.0015", True), ("1.5\\times 10^{5}", "150000", True), ("6.02e23", "6.02\\times10^{23}", True),
     ("2\\times10^3", "2001", False), ("1.5\\times10^{-3}", "0.0016", False),
@@ -121,7 +122,7 @@ def test_gsm8k_answers_parsed_from_hash_lines(shared_datasets):
     ("1\\ 000", "1000"), ("\\dfrac{1}{2}", "\\frac{1}{2}"), ("\\tfrac{1}{2}", "\\frac{1}{2}"), ("90^{\\circ}", "90"),
     ("\\$5", "5"), ("$5$", "5"), ("50\\%", "50"), ("50%", "50"), ("\\text{(B)}", "(B)"), (" 1 2 ", "12"),
     ("5.", "5"), ("1,234,567.50", "1234567.5"), ("1,2", "1,2"), ("12,345", "12345"), ("1,000.00", "1000"),
-    ("18.000", "18"), ("100", "100"), ("10.0", "10"), ("-3.10", "-3.1"), ("0.50", "0.5"),
+    ("18.000", "18"), ("100", "100"), ("2X", "2X"), ("X.", "X"), ("10.0", "10"), ("-3.10", "-3.1"), ("0.50", "0.5"),
 ])
 def test_normal_forms(raw, canonical):
     assert normalize(raw) == canonical
