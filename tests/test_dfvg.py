@@ -11,6 +11,7 @@ import json
 
 import pytest
 import torch
+from scipy.stats import chisquare
 
 from conftest import heterospec, snakemake
 from heterospec.config import compose_config
@@ -149,7 +150,8 @@ def test_compacted_caches_equal_a_fresh_prefill(ci):
 
 
 def test_sampling_runs_end_to_end_and_is_seeded(ci):
-    """Temperature 1 on real models: valid tokens, the same ones for the same seed, other ones for another seed."""
+    """Temperature 1 on real models: the same tokens for the same seed, other ones for another seed, and the first
+    token distributed as the target's own sampling."""
     cfg, _, pair = ci
     items = prompts(cfg, pair.tokenizer)[:3]
     runs = {}
@@ -157,8 +159,20 @@ def test_sampling_runs_end_to_end_and_is_seeded(ci):
         dec = SpeculativeDecoder(pair, temperature=1.0, seed=seed)
         runs.setdefault(seed, []).append([dec.generate(ids, strategy(cfg, "tree"), 48)[0] for _, ids in items])
     assert runs[0][0] == runs[0][1] and runs[0][0] != runs[1][0]
-    vocab = pair.target.config.vocab_size
-    assert all(0 <= t < vocab for out in runs[1][0] for t in out)
+    # the first token of 400 generations is distributed as the target samples it at the prompt (chi-square,
+    # cells expected below 5 pooled)
+    _, ids = items[0]
+    dec, n = SpeculativeDecoder(pair, temperature=1.0, seed=3), 400
+    counts = torch.zeros(pair.target.config.vocab_size, dtype=torch.float64)
+    for _ in range(n):
+        counts[dec.generate(ids, strategy(cfg, "tree"), 1)[0][0]] += 1
+    with torch.no_grad():
+        p = torch.softmax(pair.target(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+    exp = p * n
+    small = exp < 5
+    obs_cells = torch.cat([counts[~small], counts[small].sum()[None]])
+    exp_cells = torch.cat([exp[~small], exp[small].sum()[None]])
+    assert chisquare(obs_cells.numpy(), exp_cells.numpy()).pvalue > 1e-3
 
 
 def test_trees_stay_within_the_lanes_and_adapt(ci):

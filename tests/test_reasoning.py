@@ -2,6 +2,7 @@
 KV reuse, the KVMU's log, trace tables, resumable sharded collection, and one-line errors."""
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -77,6 +78,47 @@ def test_draft_processes_each_token_once(trio):
     assert sum(r["draft_ingested"] for r in rows) >= sum(r["prompt_tokens"] for r in rows)
 
 
+def _trie_size(seqs: list[list[int]]) -> int:
+    """Distinct prefixes of ``seqs``: the tokens a model that never re-reads a prefix must process."""
+    return len({tuple(s[:i]) for s in seqs for i in range(1, len(s) + 1)})
+
+
+def _count_fed(model, counter: list[int]):
+    """Count the tokens that go through ``model``'s forward (an observer: the call itself is unchanged)."""
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def counted(*args, **kw):
+        counter[0] += kw["input_ids"].shape[-1]
+        return forward(*args, **kw)
+    model.forward = counted
+
+
+def test_prm_and_target_process_each_token_once(trio, monkeypatch):
+    """Prefix-cache reuse for the PRM and the target, as for the draft: at most 5 % re-processed. Needed: the
+    distinct prefixes of what the PRM scored; for the target, the tokens it sampled plus the host tokens."""
+    cfg, _, checkpoints = trio
+    problems = load_problems(cfg.dataset, 6)
+    with Session(cfg, checkpoints, processes=False) as s:
+        scorer, target = s.roles["prm"].role, s.roles["target"].role
+        prm_fed, target_fed = [0], [0]
+        _count_fed(scorer.cache.model, prm_fed)
+        _count_fed(target.cache.model, target_fed)
+        scored: list[list[int]] = []
+        ids = scorer.ids
+        monkeypatch.setattr(scorer, "ids", lambda q, steps: scored.append(ids(q, steps)) or scored[-1])
+        prm_needed = target_needed = 0
+        for p in problems:
+            scored.clear()
+            s.run(p, cfg.algorithm, "sequential")
+            prm_needed += _trie_size(scored)
+            t = s.roles["target"].call("stats")
+            target_needed += t["generated"] + t["ingested"]
+    assert len(scored) > 1 and target_needed > 0
+    assert prm_fed[0] / prm_needed <= 1.05
+    assert target_fed[0] / target_needed <= 1.05
+
+
 def test_kvmu_logs_all_four_modes(trio):
     cfg, _, checkpoints = trio
     problems = load_problems(cfg.dataset, 6)
@@ -112,6 +154,33 @@ def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
     assert problems.num_rows == 6 and len(set(problems.column("problem_id").to_pylist())) == 6
     assert set(calls.column("role").to_pylist()) == {"draft", "prm", "target"}
     assert all(e >= s for s, e in zip(calls.column("start_ns").to_pylist(), calls.column("end_ns").to_pylist()))
+
+
+def test_collect_journal_restarts_when_settings_or_models_change(trio, monkeypatch):
+    """Journaled problems are reused only under the same settings and models; any change redoes them all."""
+    cfg, paths, _ = trio
+    monkeypatch.chdir(paths.root.parent.parent)
+    thr = cfg.algorithm.threshold
+    base = OVERRIDES + [f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}", "collect.limit=2"]
+    journal = paths.collect_shard("synthetic", "rsd", "sequential", "0of1", "problems").parent / "journal"
+
+    def collect(ov):
+        run_shard(compose_config(ov), paths, ov, "synthetic", "rsd", "sequential", "0of1", processes=False)
+        return {p.name: p.stat().st_mtime_ns for p in journal.glob("*.json")}, (journal / "SPEC").read_text()
+
+    first, spec = collect(base)
+    assert len(first) == 2
+    assert collect(base) == (first, spec)                                  # same settings: resumed, nothing redone
+    changed, spec2 = collect(base + ["algorithm.max_steps=19"])
+    assert spec2 != spec and set(changed) == set(first) and all(changed[n] != first[n] for n in first)
+    manifest = paths.model_manifest("prm")
+    text = manifest.read_text()
+    try:
+        manifest.write_text(json.dumps(json.loads(text), indent=3))       # the PRM's manifest is not the same text
+        retrained, spec3 = collect(base + ["algorithm.max_steps=19"])
+    finally:
+        manifest.write_text(text)
+    assert spec3 not in (spec, spec2) and all(retrained[n] != changed[n] for n in first)
 
 
 def test_missing_device_is_one_line(trio, tmp_path):
@@ -161,3 +230,19 @@ def test_quantized_draft_runs_as_the_draft(trio, tmp_path):
     out = run_shard(compose_config(ov), qpaths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
     problems = read_parquet(out["problems"], TABLES["problems"])
     assert problems.num_rows == 6 and sum(problems.column("draft_tokens").to_pylist()) > 0
+    # the draft role is the W8A8 export, and its cached step equals the export's own greedy continuation,
+    # recomputed here by a full forward per token without any cache
+    import torch
+    from heterospec.quantize.model import W8A8Draft, load_quantized_draft
+    qdir = str(qpaths.quantized_draft.parent.resolve())
+    problem = load_problems(cfg.dataset, 1)[0]
+    with Session(compose_config(ov), {**checkpoints, "draft": qdir}, processes=False) as s:
+        assert isinstance(s.roles["draft"].role.cache.model, W8A8Draft)
+        prompt = s.prompt_ids(problem.question)
+        s.roles["draft"].call("reset", 0)
+        step = s.roles["draft"].call("write", prompt, len(prompt), 12)
+    model, ids = load_quantized_draft(qdir), list(prompt)
+    with torch.no_grad():
+        for _ in step.tokens:
+            ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    assert len(step.tokens) > 0 and step.tokens == ids[len(prompt):]

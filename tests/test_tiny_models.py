@@ -8,12 +8,13 @@ from transformers import AutoTokenizer
 
 from heterospec.config.schema import DatasetConfig, GeneratorConfig, ModelsConfig
 from heterospec.errors import UserError
+from heterospec.grading import grade
 from heterospec.models.generate import greedy_generate, greedy_generate_batch
 from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
 from heterospec.models.quality import auroc, evaluate_quality
 from heterospec.models.tokenizer import STEP, build_tokenizer
 from heterospec.models.train import train_role
-from heterospec.tasks.synthetic import format_prompt, generate_problems
+from heterospec.tasks.synthetic import format_prompt, generate_problems, held_out_problems
 
 TOY_ARCH = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
             "intermediate_size": 64, "max_position_embeddings": 256}
@@ -86,11 +87,21 @@ def test_prm_scores_each_step(trio):
     assert prm.score_steps(p.question, p.steps[:2]) == pytest.approx(rewards[:2], abs=1e-5)
 
 
-def test_quality_report_runs(trio):
+def test_quality_report_matches_a_recount(trio):
+    """Accuracy recounted one problem at a time (single-prompt greedy, graded here); the PRM counts by hand."""
     base, _ = trio
     models, dataset = _cfgs()
     res = evaluate_quality(models, dataset, {r: base / r for r in ("draft", "prm", "target")}, n=10, log=lambda s: None)
-    assert 0 <= res["draft_accuracy"] <= 1 and 0 <= res["target_accuracy"] <= 1 and 0 <= res["prm_auroc"] <= 1
+    problems = held_out_problems(dataset.generator, 10)
+    for role in ("draft", "target"):
+        model, tok = load_causal_lm(base / role), load_tokenizer(base / role)
+        outs = [greedy_generate(model, tok, format_prompt(p.question), 96) for p in problems]
+        assert res[f"{role}_accuracy"] == sum(grade(t, p.answer) for (t, _), p in zip(outs, problems)) / 10
+        assert res[f"{role}_mean_tokens"] == sum(n for _, n in outs) / 10
+    assert res["gap"] == res["target_accuracy"] - res["draft_accuracy"] and res["n"] == 10
+    # every step of every problem is a positive; one corrupted step per problem is the negative
+    assert res["prm_n_pos"] == sum(len(p.steps) for p in problems) and res["prm_n_neg"] == 10
+    assert 0 <= res["prm_auroc"] <= 1
 
 
 def test_auroc():

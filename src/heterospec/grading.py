@@ -1,7 +1,8 @@
 """Answer grading shared by the synthetic task and the real benchmarks.
 
 The last ``\\boxed{}`` of a model output is extracted, normalised and compared with the
-reference answer: as strings, then numerically (relative tolerance 1e-4), then
+reference answer: units first (two different units never match), then as strings, then
+numerically (relative tolerance 1e-4 with an absolute floor, see :func:`numbers_match`), then
 symbolically through ``math-verify``.
 """
 from __future__ import annotations
@@ -10,6 +11,11 @@ import re
 from functools import lru_cache
 
 _REL_TOL = 1e-4
+# Only a reference of exactly 0 (where no relative tolerance exists) needs an absolute floor. It must
+# stay below every non-zero reference magnitude, so that it never equates two answers a benchmark
+# tells apart (the smallest in math500, gsm8k, gaokao2023en and olympiadbench is 6.72e-5), and above
+# the rounding of a decimal string to a double (about 1e-16 relative).
+_ABS_FLOOR = 1e-9
 
 
 def last_boxed(text: str) -> str | None:
@@ -33,7 +39,17 @@ def last_boxed(text: str) -> str | None:
     return None  # unbalanced: the model stopped inside the box
 
 
-_UNITS = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(?:cm|m|km|kg|g|s|hours?|minutes?|days?|dollars?|cents?|units?|degrees?|inches?|feet|meters?)\s*\}")
+_UNITS = re.compile(r"\\(?:text|mbox|mathrm)\{\s*(cm|m|km|kg|g|s|hours?|minutes?|days?|dollars?|cents?|units?|degrees?|inches?|feet|meters?)\s*\}")
+_UNIT_NAMES = {"meter": "m", "meters": "m", "feet": "foot", "inches": "inch"}
+
+
+def unit(ans: str) -> str | None:
+    """The unit written after an answer (``5\\text{ cm}`` -> ``cm``), singular; None when there is none."""
+    found = _UNITS.findall(ans)
+    if not found:
+        return None
+    name = found[-1]
+    return _UNIT_NAMES.get(name, name[:-1] if len(name) > 3 and name.endswith("s") else name)
 
 
 def normalize(ans: str) -> str:
@@ -54,7 +70,13 @@ def normalize(ans: str) -> str:
     return s
 
 
+_SCI = re.compile(r"(-?\d+(?:\.\d+)?)(?:\\times|\\cdot|\*)10\^(?:\{(-?\d+)\}|(-?\d))")
+
+
 def _as_number(s: str) -> float | None:
+    m = _SCI.fullmatch(s)  # 1.5\times10^{-3}
+    if m:
+        return float(m.group(1)) * 10.0 ** int(m.group(2) or m.group(3))
     m = re.fullmatch(r"(-?)\\frac\{(-?\d+(?:\.\d+)?)\}\{(-?\d+(?:\.\d+)?)\}", s)
     if m:
         den = float(m.group(3))
@@ -83,8 +105,19 @@ def _symbolic_equal(pred: str, gold: str) -> bool:
         return False
 
 
+def numbers_match(pred: float, gold: float) -> bool:
+    """``|pred - gold| <= 1e-4 * |gold|``, or within the absolute floor 1e-9 (for a reference of 0)."""
+    return abs(pred - gold) <= max(_REL_TOL * abs(gold), _ABS_FLOOR)
+
+
 def answers_match(pred: str, gold: str) -> bool:
-    """True when two extracted answers are equal as strings, as numbers or symbolically."""
+    """True when two extracted answers are equal as strings, as numbers or symbolically.
+
+    A unit counts where both answers state one: ``5\\text{ cm}`` matches ``5`` but not ``5\\text{ m}``.
+    """
+    pu, gu = unit(pred), unit(gold)
+    if pu is not None and gu is not None and pu != gu:
+        return False
     p, g = normalize(pred), normalize(gold)
     if not p or not g:
         return False
@@ -92,7 +125,7 @@ def answers_match(pred: str, gold: str) -> bool:
         return True
     pn, gn = _as_number(p), _as_number(g)
     if pn is not None and gn is not None:
-        return abs(pn - gn) <= _REL_TOL * max(1.0, abs(gn))
+        return numbers_match(pn, gn)
     return _symbolic_equal(pred, gold)
 
 

@@ -81,7 +81,8 @@ def int_matmul(a: torch.Tensor, b_t: torch.Tensor, bound: float) -> torch.Tensor
 def sqrt_ieee(x: torch.Tensor) -> torch.Tensor:
     """Correctly rounded float32 square root. ``torch.sqrt`` on CPU may be off by one ulp (a vectorised
     approximation); numpy's float32 sqrt is the IEEE operation, as is C's ``std::sqrt``."""
-    return torch.from_numpy(np.sqrt(x.detach().to("cpu", _F32).numpy())).to(x.device)
+    # asarray: numpy returns a scalar, not an array, for a 0-dim input
+    return torch.from_numpy(np.asarray(np.sqrt(x.detach().to("cpu", _F32).numpy()))).to(x.device)
 
 
 def norm_scale(x: torch.Tensor, eps: float) -> torch.Tensor:
