@@ -12,7 +12,7 @@ from typing import Callable
 
 from omegaconf import DictConfig
 
-from heterospec.config import compose_config, run_dir, to_yaml
+from heterospec.config import compose_config, to_yaml
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 
@@ -33,7 +33,7 @@ def compose(args: argparse.Namespace) -> tuple[DictConfig, RunPaths]:
     if bad:
         raise UserError(f"'{bad[0]}' is not a Hydra override; write key=value (e.g. experiment=ci)")
     cfg = compose_config(args.overrides)
-    return cfg, RunPaths(run_dir(cfg))
+    return cfg, RunPaths.for_run(cfg, args.overrides)
 
 
 def write_config(cfg: DictConfig, paths: RunPaths) -> None:

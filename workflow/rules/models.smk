@@ -1,21 +1,20 @@
 # models: train each tiny role on the synthetic task, or resolve a real checkpoint (source=hub).
 
 
+# Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only
+# elsewhere (a threshold sweep) share the model. The overrides stay out of params so they do not trigger a rerun.
 rule train_model:
     output:
-        manifest=PATHS.model_manifest("{role}"),
-    params:
-        spec=model_spec,
-        hydra=HYDRA,
+        manifest=f"{MODEL_DIR}/manifest.json",
     threads: model_threads
     log:
-        PATHS.log("models_{role}"),
+        f"{MODEL_DIR}/train.log",
     benchmark:
-        PATHS.benchmark("models_{role}")
+        f"{MODEL_DIR}/train.tsv"
     conda:
         "../envs/heterospec.yaml"
     shell:
-        "python -m heterospec.models train --role {wildcards.role} --out {output.manifest} {params.hydra} 2>&1 | tee {log}"
+        "python -m heterospec.models train --role {wildcards.role} --out {output.manifest} " + HYDRA_SHELL + " 2>&1 | tee {log}"
 
 
 rule model_quality:
