@@ -7,6 +7,7 @@ A stage takes its own ``--flags`` (paths, chosen by Snakemake) followed by Hydra
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Callable
 
@@ -43,7 +44,9 @@ def write_config(cfg: DictConfig, paths: RunPaths) -> None:
 
 
 def run(main: Callable[[list[str]], None], argv: list[str] | None = None) -> None:
-    """Call ``main(argv)``; turn UserError into one line and exit status 2."""
+    """Call ``main(argv)`` with progress logged to stderr (a rule's log file); UserError is one line, exit status 2."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
     try:
         main(sys.argv[1:] if argv is None else argv)
     except UserError as e:
