@@ -23,6 +23,8 @@ def _traces(r: dict) -> str:
 def table3(rows):
     """Table III: accuracy per method and dataset."""
     fig, (ax,) = panels(1, width=5.5, title="Table III: accuracy by method")
+    order = {m: i for i, m in enumerate(METHODS)}
+    rows = sorted(rows, key=lambda r: order.get(r["method"], len(order)))   # draft, target, RSD, BRSD
     grouped_bars(ax, rows, lambda r: r["dataset"], lambda r: METHODS.get(r["method"], r["method"]), "accuracy",
                  "accuracy (%)", labels=True)
     ax.set_ylim(0, 105)
@@ -121,34 +123,38 @@ def dfvg_designs(rows):
 
 
 def hls_latency(rows):
-    """HLS: the draft kernel's ms/token against context length, with the HBM roofline."""
-    fig, (ax,) = panels(1, width=5.5, height=3.8, title="HLS draft kernel: decode latency")
-    for key in dict.fromkeys((r["board"], r["model"]) for r in rows):
-        pts = sorted((r for r in rows if (r["board"], r["model"]) == key), key=lambda r: r["context_len"])
-        line, = ax.plot([r["context_len"] for r in pts], [r["ms_per_token"] for r in pts], marker="o", ms=3,
-                        label=f"{key[0]}, {key[1]}: modelled")
-        ax.plot([r["context_len"] for r in pts], [r["roofline_ms"] for r in pts], ls="--", color=line.get_color(),
-                label=f"{key[0]}, {key[1]}: HBM roofline")
-    ax.set_xlabel("context length (tokens)")
-    ax.set_ylabel("decode latency (ms/token)")
-    ax.set_ylim(bottom=0)
-    legend_right(fig, ax, "board, model")
+    """HLS: the draft kernel's ms/token against context length, with the HBM roofline; one panel per model."""
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = panels(len(models), width=4.6, height=3.6, title="HLS draft kernel: decode latency")
+    for ax, model in zip(axes, models):
+        for key in dict.fromkeys((r["board"], r["clock_mhz"]) for r in rows if r["model"] == model):
+            pts = sorted((r for r in rows if (r["board"], r["clock_mhz"], r["model"]) == (*key, model)),
+                         key=lambda r: r["context_len"])
+            line, = ax.plot([r["context_len"] for r in pts], [r["ms_per_token"] for r in pts], marker="o", ms=3,
+                            label=f"{key[0]} at {key[1]:g} MHz: modelled")
+            ax.plot([r["context_len"] for r in pts], [r["roofline_ms"] for r in pts], ls="--", color=line.get_color(),
+                    label=f"{key[0]} at {key[1]:g} MHz: HBM roofline")
+        ax.set_title(model)
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("decode latency (ms/token)")
+        ax.set_ylim(bottom=0)
+    legend_right(fig, axes[-1], "board, clock")
     return fig
 
 
 def hls_breakdown(rows):
-    """HLS: where the cycles of one token go, per component, by context length."""
-    boards = list(dict.fromkeys((r["board"], r["model"]) for r in rows))
-    fig, axes = panels(len(boards), width=5, title="HLS draft kernel: where the time goes")
-    for ax, key in zip(axes, boards):
-        pts = [r for r in rows if (r["board"], r["model"]) == key]
+    """HLS: where the time of one token goes, per component, by context length."""
+    designs = list(dict.fromkeys((r["board"], r["clock_mhz"], r["model"]) for r in rows))
+    fig, axes = panels(len(designs), width=4.6, title="HLS draft kernel: where the time goes", ncols=2)
+    for ax, key in zip(axes, designs):
+        pts = [r for r in rows if (r["board"], r["clock_mhz"], r["model"]) == key]
         contexts = sorted(dict.fromkeys(r["context_len"] for r in pts))
         bottom = [0.0] * len(contexts)
         for comp in dict.fromkeys(r["component"] for r in pts):
             ms = [sum(r["ms"] for r in pts if r["component"] == comp and r["context_len"] == c) for c in contexts]
             ax.bar([str(c) for c in contexts], ms, bottom=bottom, label=comp)
             bottom = [b + m for b, m in zip(bottom, ms)]
-        ax.set_title(f"{key[0]}, {key[1]}")
+        ax.set_title(f"{key[0]} at {key[1]:g} MHz\n{key[2]}")
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("time per token (ms)")
     legend_right(fig, axes[-1], "component")
@@ -161,6 +167,7 @@ def kvmu_resources(rows):
     pts = sorted(rows, key=lambda r: r["pointer_bits"])
     for col, label in [("lut", "LUTs"), ("ff", "flip-flops")]:
         ax.plot([r["pointer_bits"] for r in pts], [r[col] for r in pts], marker="o", label=label)
+    ax.set_xticks(sorted({r["pointer_bits"] for r in pts}))
     ax.set_xlabel("pointer width (bits)")
     ax.set_ylabel("cells (count)")
     ax.set_ylim(bottom=0)

@@ -11,12 +11,16 @@ plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.grid": True, "g
                      "axes.axisbelow": True, "savefig.dpi": 130, "svg.hashsalt": "heterospec"})
 
 
-def panels(n: int, width: float = 4.2, height: float = 3.4, title: str = ""):
-    """A row of ``n`` axes sized for a report page."""
-    fig, axes = plt.subplots(1, n, figsize=(width * n + 1.6, height), squeeze=False)
+def panels(n: int, width: float = 4.2, height: float = 3.4, title: str = "", ncols: int | None = None):
+    """``n`` axes, ``ncols`` to a row (default all in one row), sized for a report page."""
+    ncols = min(n, ncols or n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols + 1.6, height * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
     if title:
         fig.suptitle(title)
-    return fig, list(axes[0])
+    return fig, list(axes.flat[:n])
 
 
 def grouped_bars(ax, rows: list[dict], group, hue, value: str, ylabel: str, labels: bool = False) -> None:
