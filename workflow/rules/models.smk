@@ -2,7 +2,8 @@
 
 
 # Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only
-# elsewhere (a threshold sweep) share the model. The overrides stay out of params so they do not trigger a rerun.
+# elsewhere (a threshold sweep) share the model. The run's overrides stay out of params and of the command's
+# text (a run: block, whose source is what Snakemake compares), so they never trigger retraining.
 rule train_model:
     output:
         manifest=f"{MODEL_DIR}/manifest.json",
@@ -11,10 +12,9 @@ rule train_model:
         f"{MODEL_DIR}/train.log",
     benchmark:
         f"{MODEL_DIR}/train.tsv"
-    conda:
-        "../envs/heterospec.yaml"
-    shell:
-        "python -m heterospec.models train --role {wildcards.role} --out {output.manifest} " + HYDRA_SHELL + " 2>&1 | tee {log}"
+    run:
+        shell(f"python -m heterospec.models train --role {{wildcards.role}} --out {{output.manifest}} {HYDRA_SHELL}"
+              " 2>&1 | tee {log}")
 
 
 rule model_quality:
