@@ -33,39 +33,49 @@ def table3(rows):
     return fig
 
 
+def _design_order(label: str) -> tuple:
+    """3-GPU baseline, then T2 on GPUs, then the FPGA+GPU designs: the paper's left-to-right order."""
+    return (not label.startswith("3-GPU"), not label.startswith("T2"), label)
+
+
+def _per_trace_set(rows, metrics, title, hue, hue_key=None, legend=""):
+    """A grid: one row of panels per metric, one column per (trace set, profile); bars per dataset and ``hue``."""
+    sets = list(dict.fromkeys((r["trace_set"], r["profile"]) for r in rows))
+    fig, axes = panels(len(metrics) * len(sets), width=4.4, height=2.8, title=title, ncols=len(sets))
+    for i, (col, label) in enumerate(metrics):
+        for j, key in enumerate(sets):
+            ax = axes[i * len(sets) + j]
+            grouped_bars(ax, [r for r in rows if (r["trace_set"], r["profile"]) == key], lambda r: r["dataset"],
+                         hue, col, label, hue_key=hue_key)
+            if i == 0:
+                ax.set_title(f"traces {key[0]}, profile {key[1]}")
+    legend_right(fig, axes[len(sets) - 1], legend)
+    return fig
+
+
 def figure8(rows):
     """Figure 8: latency, goodput and energy per token of each system, per dataset and trace set."""
-    fig, axes = panels(3, title="Figure 8: end-to-end comparison (replayed traces)")
-    design = lambda r: f"{r['design']}: {_system(r['system'])}"  # noqa: E731
-    for ax, (col, label) in zip(axes, [("latency_s", "mean latency per problem (s)"),
-                                       ("goodput_tok_s", "goodput (accepted tokens/s)"),
-                                       ("j_per_token", "energy (J/token)")]):
-        grouped_bars(ax, rows, _traces, design, col, label)
-    legend_right(fig, axes[-1], "system")
-    return fig
+    return _per_trace_set(rows, [("latency_s", "latency per problem (s)"), ("goodput_tok_s", "goodput (tokens/s)"),
+                                 ("j_per_token", "energy (J/token)")],
+                          "Figure 8: end-to-end comparison on the artifact's traces",
+                          lambda r: f"{r['design']}: {_system(r['system'])}", _design_order, "design: system")
 
 
 def figure10(rows):
-    """Figure 10: the ablation baseline → +T2 → +T1, speedup over the 3-GPU baseline."""
-    fig, (ax,) = panels(1, width=7, title="Figure 10: ablation (speedup over the 3-GPU baseline)")
-    group = lambda r: f"{r['dataset']}, {'with' if r['backtracking'] else 'no'} backtracking\n{r['profile']}"  # noqa: E731
-    grouped_bars(ax, rows, group, lambda r: f"{r['technique']} ({_system(r['system'])})", "speedup",
-                 "speedup over 3-GPU baseline (×)", labels=True)
-    ax.axhline(1.0, color="grey", lw=0.8)
-    legend_right(fig, ax, "technique")
-    return fig
+    """Figure 10: the ablation baseline → +T2 → +T1, speedup over the 3-GPU baseline, with and without backtracking."""
+    order = {"baseline": 0, "+T2": 1, "+T1": 2}
+    return _per_trace_set(rows, [("speedup", "speedup over 3-GPU (×)"), ("latency_s", "latency per problem (s)")],
+                          "Figure 10: ablation (with_bt: BRSD with backtracking, no_bt: without)",
+                          lambda r: f"{r['technique']} ({_system(r['system'])})",
+                          lambda h: (order.get(h.split(" ")[0], 3), h), "technique (system)")
 
 
 def time_shares(rows):
     """Where the time and energy go: communication share, stall ratio, energy spent on discarded work."""
-    fig, axes = panels(3, title="Time and energy shares per system and schedule")
-    system = lambda r: f"{_system(r['system'])}\n{r['schedule']}"  # noqa: E731
-    for ax, (col, label) in zip(axes, [("comm_pct", "communication (% of latency)"),
-                                       ("stall_pct", "stall (% of latency)"),
-                                       ("discarded_energy_pct", "energy on discarded work (%)")]):
-        grouped_bars(ax, rows, system, lambda r: f"{r['dataset']} ({r['trace_set']}, {r['profile']})", col, label)
-    legend_right(fig, axes[-1], "traces")
-    return fig
+    return _per_trace_set(rows, [("comm_pct", "communication (% of latency)"), ("stall_pct", "stall (% of latency)"),
+                                 ("discarded_energy_pct", "energy on discarded work (%)")],
+                          "Time and energy shares per system and schedule",
+                          lambda r: f"{_system(r['system'])}, {r['schedule']}", None, "system, schedule")
 
 
 def replay_validation(rows):

@@ -23,10 +23,11 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, title: str = "", nco
     return fig, list(axes.flat[:n])
 
 
-def grouped_bars(ax, rows: list[dict], group, hue, value: str, ylabel: str, labels: bool = False) -> None:
-    """One cluster of bars per ``group(row)``, one bar per ``hue(row)``, height ``row[value]``."""
+def grouped_bars(ax, rows: list[dict], group, hue, value: str, ylabel: str, labels: bool = False,
+                 hue_key=None) -> None:
+    """One cluster of bars per ``group(row)``, one bar per ``hue(row)`` (sorted by ``hue_key``), height ``row[value]``."""
     groups = list(dict.fromkeys(group(r) for r in rows))
-    hues = list(dict.fromkeys(hue(r) for r in rows))
+    hues = sorted(dict.fromkeys(hue(r) for r in rows), key=hue_key) if hue_key else list(dict.fromkeys(map(hue, rows)))
     width = 0.8 / max(len(hues), 1)
     for j, h in enumerate(hues):
         xs, ys = [], []
@@ -37,7 +38,8 @@ def grouped_bars(ax, rows: list[dict], group, hue, value: str, ylabel: str, labe
         bars = ax.bar(xs, ys, width, label=h)
         if labels:
             ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
-    ax.set_xticks(range(len(groups)), groups, rotation=30 if len(groups) > 3 else 0, ha="right" if len(groups) > 3 else "center")
+    tilt = sum(len(str(g)) for g in groups) > 40
+    ax.set_xticks(range(len(groups)), groups, rotation=25 if tilt else 0, ha="right" if tilt else "center")
     ax.set_ylabel(ylabel)
 
 
