@@ -195,6 +195,7 @@ def sweep(rows):
             pts = sorted((r for r in rows if (r["dataset"], r["algorithm"], r["executor"]) == key),
                          key=lambda r: float(r["value"]))
             ax.plot([float(r["value"]) for r in pts], [r[col] for r in pts], marker="o", label=", ".join(key))
+        ax.set_xticks(sorted({float(r["value"]) for r in rows}))
         ax.set_xlabel(param)
         ax.set_ylabel(label)
     legend_right(fig, axes[-1], "dataset, algorithm, executor")
