@@ -19,6 +19,10 @@ include: "workflow/rules/replay.smk"
 include: "workflow/rules/collect.smk"
 include: "workflow/rules/dfvg.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/report.smk"
+
+
+report: "workflow/report/workflow.rst"
 
 
 rule all:

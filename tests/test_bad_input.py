@@ -39,7 +39,7 @@ def test_misspelt_config_key_stops_the_workflow(tmp_path):
 def test_config_schema_fills_defaults_and_checks_types():
     cfg = {}
     validate_config(cfg, SCHEMA)
-    assert cfg == {"experiment": "default", "overrides": ""}
+    assert cfg == {"experiment": "default", "overrides": "", "sweep": ""}
     validate_config(ok := {"experiment": "ci", "overrides": ["eval_limit=5"], "name": 7}, SCHEMA)
     assert ok["name"] == 7
     with pytest.raises(UserError, match=r"--config name: .* not of type") as e:

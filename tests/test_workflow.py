@@ -2,6 +2,7 @@
 ci experiment runs end to end into a queryable DuckDB catalogue."""
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -84,8 +85,9 @@ def test_ci_experiment_end_to_end(tmp_path):
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     run = tmp_path / "results" / "ci"
     assert (run / "config.yaml").read_text().startswith("# run ci")
-    for role in ("draft", "prm", "target"):
-        assert json.loads((run / "models" / role / "manifest.json").read_text())["source"] == "train"
+    for role in ("draft", "prm", "target"):   # keyed by the role's settings, outside the run
+        manifests = list((tmp_path / "results" / "_models" / role).glob("*/manifest.json"))
+        assert len(manifests) == 1 and json.loads(manifests[0].read_text())["source"] == "train"
     db = tmp_path / "results" / "heterospec.duckdb"
     q = heterospec("query", "SELECT method, problems FROM accuracy WHERE run = 'ci' ORDER BY method",
                    "--db", str(db), "--format", "json")
@@ -95,6 +97,42 @@ def test_ci_experiment_end_to_end(tmp_path):
     assert json.loads(q.stdout)[0]["problems"] == 20
     again = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+    # the figures the run has data for (no artifact, no DFVG here), each file non-empty, each CSV its view's rows
+    from heterospec.report.figures import FIGURES
+    names = sorted(p.stem for p in (run / "figures").glob("*.png"))
+    assert names == ["hls_breakdown", "hls_latency", "kvmu_resources", "replay_validation", "table3"]
+    for name in names:
+        assert all((run / "figures" / f"{name}.{ext}").stat().st_size > 0 for ext in ("png", "svg", "csv"))
+        view = heterospec("query", f"SELECT * FROM {FIGURES[name].view} WHERE run = 'ci' ORDER BY ALL",
+                          "--db", str(db), "--format", "csv")
+        assert view.stdout.count("\n") > 1 and (run / "figures" / f"{name}.csv").read_text() == view.stdout, name
+
+    # one HTML report holding every figure (Snakemake embeds each file base64-encoded)
+    html = tmp_path / "results" / "report.html"
+    rep = snakemake("--directory", str(tmp_path), "--config", "experiment=ci", "--report", str(html))
+    assert rep.returncode == 0, (rep.stdout + rep.stderr)[-3000:]
+    text = html.read_text()
+    for name in names:
+        png = base64.b64encode((run / "figures" / f"{name}.png").read_bytes()).decode()
+        assert png in text, name
+
+    # a sweep over the algorithm: one run per value on the same trio, never a train_model job (hls off: faster)
+    sweep = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci",
+                      "overrides=hls.enabled=false", "sweep=algorithm.threshold=0.5,0.7,0.9")
+    out = sweep.stdout + sweep.stderr
+    assert sweep.returncode == 0, out[-4000:]
+    logs = "".join(p.read_text() for p in tmp_path.glob("results/ci*.sweep+*/logs/sweep_*.log"))
+    assert "rule collect_shard" in logs and "train_model" not in logs + out
+    assert len(list((tmp_path / "results" / "_models").glob("*/*/manifest.json"))) == 3
+    (sweep_dir,) = tmp_path.glob("results/ci*.sweep+*")
+    rows = heterospec("query", f"SELECT value, algorithm, executor, problems FROM sweep WHERE run = '{sweep_dir.name}'",
+                      "--db", str(db), "--format", "json")
+    assert {(r["value"], r["problems"]) for r in json.loads(rows.stdout)} == {("0.5", 6), ("0.7", 6), ("0.9", 6)}
+    view = heterospec("query", f"SELECT * FROM sweep WHERE run = '{sweep_dir.name}' ORDER BY ALL",
+                      "--db", str(db), "--format", "csv")
+    assert (sweep_dir / "figures" / "sweep.csv").read_text() == view.stdout
+    assert (sweep_dir / "figures" / "sweep.png").stat().st_size > 0
 
 
 def planned_gpus(output: str) -> dict[str, set[int]]:

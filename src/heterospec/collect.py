@@ -11,6 +11,7 @@ when restarted, so a killed run loses at most the problem in flight. ``merge`` j
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,8 @@ from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.reasoning.traces import TABLES
 from heterospec.store import read_parquet, write_parquet
+
+log = logging.getLogger("heterospec.collect")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -118,7 +121,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     for t, schema in TABLES.items():
         write_parquet(tables[t], out[t], schema)
     acc = 100 * sum(r["correct"] for r in tables["problems"]) / max(1, len(tables["problems"]))
-    print(f"[collect] {dataset}/{algorithm}/{executor} shard {shard}: {len(mine)} problems, {acc:.1f}% correct")
+    log.info("%s/%s/%s shard %s: %d problems, %.1f%% correct", dataset, algorithm, executor, shard, len(mine), acc)
     return out
 
 
@@ -128,7 +131,7 @@ def merge(paths: RunPaths, dataset: str, algorithm: str, executor: str, shards: 
         parts = [read_parquet(paths.collect_shard(dataset, algorithm, executor, f"{i}of{shards}", t), schema)
                  for i in range(shards)]
         write_parquet(pa.concat_tables(parts), paths.collect_table(dataset, algorithm, executor, t), schema)
-    print(f"[collect] merged {shards} shard(s) of {dataset}/{algorithm}/{executor}")
+    log.info("merged %d shard(s) of %s/%s/%s", shards, dataset, algorithm, executor)
 
 
 def main(argv: list[str]) -> None:

@@ -7,6 +7,7 @@ baselines of the paper's Table III.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from heterospec.errors import UserError
 from heterospec.grading import grade, last_boxed
 from heterospec.paths import EVAL_METHODS, RunPaths
 from heterospec.store import versioned, write_parquet
+
+log = logging.getLogger("heterospec.evaluate")
 
 EVALUATION_SCHEMA = versioned("evaluation", 1, [
     pa.field("run", pa.string()),            # results/<run>/
@@ -72,7 +75,7 @@ def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[st
         bar.set_postfix(acc=f"{100 * sum(r['correct'] for r in rows) / len(rows):.1f}%")
     write_parquet(rows, out, EVALUATION_SCHEMA)
     acc = 100 * sum(r["correct"] for r in rows) / max(1, len(rows))
-    print(f"[evaluate] {dataset}/{method}: {acc:.1f}% of {len(rows)} problems correct -> {out}")
+    log.info("%s/%s: %.1f%% of %d problems correct -> %s", dataset, method, acc, len(rows), out)
     return rows
 
 

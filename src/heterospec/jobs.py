@@ -123,7 +123,7 @@ class JobSizes:
         return sizer(**wildcards)
 
     # ------------------------------------------------------------------ stages that load models
-    def _train_model(self, role: str) -> Need:
+    def _train_model(self, role: str, model_key: str = "") -> Need:   # the key only names the output folder
         m = self.cfg.models[role]
         if m.source != "train":                   # a hub checkpoint is only resolved, not trained
             return Need(threads=1, gpu=0, mem_mb=2 * PROCESS_MB, runtime=MIN_RUNTIME_MIN)

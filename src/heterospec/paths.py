@@ -5,6 +5,8 @@ writes exactly what Snakemake would.
 """
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,19 +15,51 @@ EVAL_METHODS = ("draft_only", "target_only")
 DUCKDB_FILE = Path("results") / "heterospec.duckdb"
 
 
+def model_key(cfg, role: str, synthetic) -> str:
+    """Short hash of everything that shapes one role's model: its own settings, the settings the trio shares
+    (prompt, tokenizer) and the synthetic task it trains on. Runs with equal keys share the model."""
+    from omegaconf import OmegaConf
+
+    models = OmegaConf.to_container(cfg.models, resolve=True)
+    for other in ROLES:
+        if other != role:
+            models.pop(other, None)
+    text = OmegaConf.to_yaml(OmegaConf.create({"models": models, "task": synthetic.generator}))
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def model_dir(results: Path, role: str, key: str) -> Path:
+    """``results/_models/<role>/<key>/``: a role's model, shared by every run whose settings give this key."""
+    return Path(results) / "_models" / role / key
+
+
 @dataclass(frozen=True)
 class RunPaths:
     root: Path
+    model_keys: Mapping[str, str] | None = None  # role -> model_key; None keeps the models inside the run
+
+    @classmethod
+    def for_run(cls, cfg, overrides) -> "RunPaths":
+        """The run's paths, its models keyed by their settings (what Snakemake and every stage use)."""
+        from heterospec.config import dataset_config, run_dir
+
+        synthetic = dataset_config(cfg, "synthetic", overrides)
+        return cls(run_dir(cfg), {role: model_key(cfg, role, synthetic) for role in ROLES})
 
     @property
     def config(self) -> Path:
         return self.root / "config.yaml"
 
+    def model_root(self, role: str) -> Path:
+        if self.model_keys is None:
+            return self.root / "models" / role
+        return model_dir(self.root.parent, role, self.model_keys[role])
+
     def model_manifest(self, role: str) -> Path:
-        return self.root / "models" / role / "manifest.json"
+        return self.model_root(role) / "manifest.json"
 
     def model_checkpoint(self, role: str) -> Path:
-        return self.root / "models" / role / "checkpoint"
+        return self.model_root(role) / "checkpoint"
 
     @property
     def model_quality(self) -> Path:

@@ -7,12 +7,13 @@ A stage takes its own ``--flags`` (paths, chosen by Snakemake) followed by Hydra
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Callable
 
 from omegaconf import DictConfig
 
-from heterospec.config import compose_config, run_dir, to_yaml
+from heterospec.config import compose_config, to_yaml
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 
@@ -33,7 +34,7 @@ def compose(args: argparse.Namespace) -> tuple[DictConfig, RunPaths]:
     if bad:
         raise UserError(f"'{bad[0]}' is not a Hydra override; write key=value (e.g. experiment=ci)")
     cfg = compose_config(args.overrides)
-    return cfg, RunPaths(run_dir(cfg))
+    return cfg, RunPaths.for_run(cfg, args.overrides)
 
 
 def write_config(cfg: DictConfig, paths: RunPaths) -> None:
@@ -43,7 +44,9 @@ def write_config(cfg: DictConfig, paths: RunPaths) -> None:
 
 
 def run(main: Callable[[list[str]], None], argv: list[str] | None = None) -> None:
-    """Call ``main(argv)``; turn UserError into one line and exit status 2."""
+    """Call ``main(argv)`` with progress logged to stderr (a rule's log file); UserError is one line, exit status 2."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
     try:
         main(sys.argv[1:] if argv is None else argv)
     except UserError as e:

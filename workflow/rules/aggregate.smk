@@ -21,13 +21,7 @@ rule config:
 
 rule aggregate:
     input:
-        evaluations(),
-        quality_report(),
-        replay_outputs(),
-        collections(),
-        validation_outputs(),
-        hls_outputs(),
-        dfvg_outputs(),
+        stage_outputs(),
     output:
         DUCKDB_FILE,
     resources:

@@ -10,7 +10,8 @@ from heterospec.config import compose_config, run_dir
 from heterospec.config.snakemake import parse_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
-from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths
+from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths, model_dir
+from heterospec.report.sweep import parse_sweep, sweep_name
 
 
 try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra config it names
@@ -19,13 +20,15 @@ try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra con
     if config.get("name"):
         OVERRIDES.append(f"name={config['name']}")
     CFG = compose_config(OVERRIDES)
+    SWEEP = parse_sweep(config["sweep"]) if config.get("sweep") else None
 except UserError as e:
     print(f"heterospec: {e}", file=sys.stderr)
     sys.exit(2)
 
 RUN = str(run_dir(CFG))
-PATHS = RunPaths(run_dir(CFG))
+PATHS = RunPaths.for_run(CFG, OVERRIDES)  # models keyed by their settings: equal ones are shared
 HYDRA = " ".join(shlex.quote(o) for o in OVERRIDES)
+HYDRA_SHELL = HYDRA.replace("{", "{{").replace("}", "}}")  # HYDRA pasted into a shell: command
 TRAINED = [r for r in ROLES if CFG.models[r].source == "train"]
 DOWNLOADED = str(Path(str(CFG.paths.datasets)) / "{bench}" / "test.jsonl")  # where a fetched benchmark goes
 
@@ -36,9 +39,7 @@ def digest(*nodes):
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def model_spec(wildcards):
-    synthetic = compose_config([*OVERRIDES, "dataset=synthetic"]).dataset
-    return digest(CFG.models[wildcards.role], CFG.models.prompt, synthetic.generator)
+MODEL_DIR = str(model_dir(PATHS.root.parent, "{role}", "{model_key}"))
 
 
 def eval_inputs(wildcards):
@@ -201,10 +202,65 @@ def dfvg_replay_inputs():
     return inputs
 
 
+def stage_outputs():
+    """Every stage output the catalogue is built from: the run's, or in a sweep the record of its runs."""
+    if SWEEP:
+        return [str(SWEEP_POINTS)]
+    return [*evaluations(), *quality_report(), *replay_outputs(), *collections(), *validation_outputs(),
+            *hls_outputs(), *dfvg_outputs()]
+
+
+# --config sweep="key=v1,v2,...": one run per value (each a nested `snakemake` of the same workflow with the
+# value as one more override, run one after another), then one sweep view and figure across them.
+if SWEEP:
+    SWEEP_RUN = sweep_name(CFG.name, config["sweep"])
+    SWEEP_POINTS = PATHS.root.parent / SWEEP_RUN / "sweep" / "points.parquet"
+    POINTS, POINT_VALUES = {}, {}  # point run -> its overrides (the base run's plus key=value), -> key=value
+    try:
+        for value in SWEEP[1]:
+            point = [o for o in OVERRIDES if not o.startswith("name=")] + [f"{SWEEP[0]}={value}"]
+            if config.get("name"):
+                point.append(f"name={config['name']}-{value}")
+            name = str(compose_config(point).name)
+            POINTS[name], POINT_VALUES[name] = point, f"{SWEEP[0]}={value}"
+    except UserError as e:
+        print(f"heterospec: --config sweep: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def sweep_point_command(wildcards, threads):
+    point = POINTS[wildcards.point]
+    experiment = point[0].removeprefix("experiment=")
+    args = ["--cores", str(threads), "--nolock", "--config", f"experiment={experiment}",
+            "overrides=" + " ".join(shlex.quote(o) for o in point[1:] if not o.startswith("name="))]
+    args += [f"name={o.removeprefix('name=')}" for o in point if o.startswith("name=")]
+    return " ".join(shlex.quote(a) for a in [sys.executable, "-m", "snakemake", "-s", workflow.main_snakefile, *args])
+
+
+# The figures each kind of output feeds (heterospec.report.figures.FIGURES draws them from the views)
+FIGURE_SOURCES = {
+    "table3": evaluations, "figure8": replay_outputs, "figure10": replay_outputs, "time_shares": replay_outputs,
+    "replay_validation": validation_outputs, "dfvg_tau": dfvg_outputs, "dfvg_speedups": dfvg_outputs,
+    "dfvg_designs": dfvg_outputs, "hls_latency": hls_outputs, "hls_breakdown": hls_outputs,
+    "kvmu_resources": hls_outputs,
+}
+FIGURE_RUN = SWEEP_RUN if SWEEP else CFG.name
+FIGURE_DIR = PATHS.root.parent / FIGURE_RUN / "figures"
+FIGURES = ["sweep"] if SWEEP else [f for f, source in FIGURE_SOURCES.items() if source()]
+if not SWEEP and len(FIGURES) < len(FIGURE_SOURCES):
+    print(f"heterospec: figures skipped (this run has no data for them): "
+          f"{', '.join(f for f in FIGURE_SOURCES if f not in FIGURES)}", file=sys.stderr)
+
+
+def figure_files(name):
+    return [str(FIGURE_DIR / f"{name}.{ext}") for ext in ("png", "svg", "csv")]
+
+
 def run_outputs():
-    return [str(PATHS.config), *evaluations(), *quality_report(), *replay_outputs(), *collections(),
-            *validation_outputs(), *hls_outputs(),
-            *dfvg_outputs(), str(DUCKDB_FILE)]
+    if SWEEP:
+        return [str(SWEEP_POINTS), *[f for name in FIGURES for f in figure_files(name)], str(DUCKDB_FILE)]
+    return [str(PATHS.config), *stage_outputs(), *[f for name in FIGURES for f in figure_files(name)],
+            str(DUCKDB_FILE)]
 
 
 wildcard_constraints:
@@ -216,6 +272,7 @@ wildcard_constraints:
     executor="sequential|step_ahead",
     shard=r"\d+of\d+",
     bench="math500|gsm8k|gaokao2023en|olympiadbench",
+    model_key=r"[0-9a-f]{12}",
     board="|".join(CFG.hls.boards),
     dfvg_method="|".join(dfvg_methods()),
 

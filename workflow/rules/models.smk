@@ -1,24 +1,23 @@
 # models: train each tiny role on the synthetic task, or resolve a real checkpoint (source=hub).
 
 
+# Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only
+# elsewhere (a threshold sweep) share the model. The run's overrides stay out of params and of the command's
+# text (a run: block, whose source is what Snakemake compares), so they never trigger retraining.
 rule train_model:
     output:
-        manifest=PATHS.model_manifest("{role}"),
-    params:
-        spec=model_spec,
-        hydra=HYDRA,
+        manifest=f"{MODEL_DIR}/manifest.json",
     threads: need("train_model", "threads")
     resources:
         mem_mb=need("train_model", "mem_mb"),
         runtime=need("train_model", "runtime"),
     log:
-        PATHS.log("models_{role}"),
+        f"{MODEL_DIR}/train.log",
     benchmark:
-        PATHS.benchmark("models_{role}")
-    conda:
-        "../envs/heterospec.yaml"
-    shell:
-        "python -m heterospec.models train --role {wildcards.role} --out {output.manifest} {params.hydra} 2>&1 | tee {log}"
+        f"{MODEL_DIR}/train.tsv"
+    run:
+        shell(f"python -m heterospec.models train --role {{wildcards.role}} --out {{output.manifest}} {HYDRA_SHELL}"
+              " 2>&1 | tee {log}")
 
 
 rule model_quality:

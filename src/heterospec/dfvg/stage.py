@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import torch
 from omegaconf import DictConfig
+from tqdm import tqdm
 
 from heterospec import stage
 from heterospec.dfvg.engine import Pair, SpeculativeDecoder, hf_generate, load_pair, target_greedy
@@ -23,6 +26,8 @@ from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCH
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet, write_parquet
+
+log = logging.getLogger("heterospec.dfvg")
 
 BASELINES = ("target_greedy", "hf_assisted")
 METHODS = BASELINES + STRATEGIES
@@ -60,7 +65,7 @@ def run_method(pair: Pair, cfg: DictConfig, method: str, items: list[tuple[str, 
     d = cfg.dfvg
     decoder = SpeculativeDecoder(pair, d.temperature, d.seed, d.draft_kernel) if method in STRATEGIES else None
     gens, rounds = [], []
-    for pid, ids in items:
+    for pid, ids in tqdm(items, desc=f"dfvg {method}", unit="prompt", file=sys.stderr, mininterval=2):
         t0 = time.perf_counter()
         rs: list[dict] = []
         if method == "target_greedy":
@@ -101,7 +106,7 @@ def collect(cfg: DictConfig, paths: RunPaths, method: str, overrides: list[str])
     checked = [g["identical"] for g in gens if g["identical"] is not None]
     if checked:
         line += f", identical to target greedy: {sum(checked)}/{len(checked)}"
-    print(line)
+    log.info(line)
 
 
 def replay_run(cfg: DictConfig, paths: RunPaths) -> None:

@@ -9,6 +9,7 @@ killed run never leaves a manifest pointing at a half-written model.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from heterospec.config import dataset_config
 from heterospec.errors import UserError
 from heterospec.models.manifest import write_manifest
 from heterospec.paths import ROLES, RunPaths
+
+log = logging.getLogger("heterospec.models")
 
 
 def resolve_checkpoint(role: str, role_cfg: DictConfig) -> Path:
@@ -68,7 +71,7 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
     else:
         raise UserError(f"models.{role}.source={role_cfg.source}: expected 'train' or 'hub'")
     write_manifest(out, manifest)
-    print(f"[models] {role}: {manifest['path']}")
+    log.info("%s: %s", role, manifest["path"])
     return manifest
 
 

@@ -9,6 +9,8 @@ into place only once everything is written.
 """
 from __future__ import annotations
 
+import logging
+
 import json
 import math
 import os
@@ -166,7 +168,7 @@ def _fmt_s(s: float) -> str:
 
 
 def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
-               log: Callable[[str], None] = print) -> dict:
+               log: Callable[[str], None] = logging.getLogger("heterospec.models").info) -> dict:
     """Train ``role`` with ``models_cfg[role].arch/.train`` and save model + tokenizer to ``out_dir``."""
     if role not in ROLES:
         raise UserError(f"unknown role {role!r}; use one of {ROLES}")

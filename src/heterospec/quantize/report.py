@@ -2,6 +2,8 @@
 perplexity. One Parquet row per run (``quantize_quality/v1``)."""
 from __future__ import annotations
 
+import logging
+
 import math
 import time
 from typing import Callable
@@ -50,7 +52,8 @@ def _teacher_forced(model, seqs: list[list[int]], starts: list[int], device) -> 
 
 
 def compare(fp_model, q_model, tokenizer, problems, prompts: list[str], max_new_tokens: int,
-            log: Callable[[str], None] = print, batch_size: int = 50) -> dict:
+            log: Callable[[str], None] = logging.getLogger("heterospec.quantize").info,
+            batch_size: int = 50) -> dict:
     """Accuracy of both drafts, greedy agreement and perplexity on ``problems`` (prompts already formatted)."""
     t0 = time.time()
     outs = {}
@@ -59,7 +62,7 @@ def compare(fp_model, q_model, tokenizer, problems, prompts: list[str], max_new_
         for i in range(0, len(prompts), batch_size):
             res += greedy_generate_batch(model, tokenizer, prompts[i:i + batch_size], max_new_tokens)
         outs[name] = res
-        log(f"[quantize] {name} draft generated {len(res)} answers ({time.time() - t0:.1f}s)")
+        log(f"{name} draft generated {len(res)} answers ({time.time() - t0:.1f}s)")
     acc = {k: 100.0 * sum(grade(t, p.answer) for (t, _), p in zip(v, problems)) / len(problems) for k, v in outs.items()}
     enc = [tokenizer(p)["input_ids"] for p in prompts]
     dev = next(fp_model.parameters()).device

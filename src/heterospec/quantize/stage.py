@@ -8,6 +8,7 @@ Writes ``results/<run>/quantize/draft/`` (weights.safetensors, quantized.json, c
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.quantize.w8a8 import MANIFEST_FILE
 from heterospec.store import read_parquet, write_parquet
+
+log = logging.getLogger("heterospec.quantize")
 
 
 def quantize_draft(cfg, paths: RunPaths, overrides: list[str], out: Path, quality_out: Path,
@@ -47,10 +50,11 @@ def quantize_draft(cfg, paths: RunPaths, overrides: list[str], out: Path, qualit
     style = cfg.models.prompt
     calib = generate_problems(synthetic.generator, q.calibration_prompts, q.calibration_seed)
     batches = [torch.tensor([tok(format_prompt(style, p.question, tok) + p.solution)["input_ids"]]) for p in calib]
+    log.info("calibrating on %d synthetic prompts (alpha %s)", len(batches), q.alpha)
     tensors, info = quantize_model(model, batches, float(q.alpha), int(q.rope_positions))
     info["calibration_prompts"] = int(q.calibration_prompts)
     save_export(out_dir, tensors, info, src, tok)
-    print(f"[quantize] W8A8 export: {out_dir} ({info['int8_weight_bytes']:,} int8 weight bytes)")
+    log.info("W8A8 export: %s (%s int8 weight bytes)", out_dir, f"{info['int8_weight_bytes']:,}")
 
     n = q.eval_problems if q.eval_problems > 0 else (synthetic.limit if cfg.eval_limit < 0
                                                       else min(cfg.eval_limit, synthetic.limit))

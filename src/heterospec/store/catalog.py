@@ -35,6 +35,7 @@ TABLES: dict[str, str] = {
     "dfvg_generations": "results/*/dfvg/*/generations.parquet",
     "dfvg_rounds": "results/*/dfvg/*/rounds.parquet",
     "dfvg_replay": "results/*/dfvg/replay.parquet",
+    "sweep_points": "results/*/sweep/points.parquet",
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -141,6 +142,12 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
           ON s.run = a.run AND s.dataset = a.dataset AND s.algorithm = a.algorithm
          AND s.problem_id = a.problem_id AND s.executor = 'sequential' AND a.executor = 'step_ahead'
         GROUP BY ALL ORDER BY s.run, s.dataset, s.algorithm"""),
+    # a sweep (--config sweep=key=v1,v2,...): each value's run and its collect results
+    "sweep": (("sweep_points", "collect_problems"), """
+        SELECT p.run, p.parameter, p.value, p.point_run, c.dataset, c.algorithm, c.executor, c.problems,
+               c.accuracy, c.target_step_share, c.mean_backtracks, c.mean_latency_s
+        FROM sweep_points p JOIN collect_summary c ON c.run = p.point_run
+        ORDER BY p.run, c.dataset, c.algorithm, c.executor, try_cast(p.value AS DOUBLE), p.value"""),
     # DFVG: τ = tokens per verification round (accepted drafted tokens + the target's own), acceptance = accepted /
     # longest path, draft efficiency = accepted / verified nodes
     "dfvg_summary": (("dfvg_rounds",), """

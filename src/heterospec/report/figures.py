@@ -1,0 +1,225 @@
+"""One function per figure of the paper. Each takes the rows of one DuckDB view (dicts, one run) and returns a
+matplotlib figure; :data:`FIGURES` says which view each reads, so the plotted rows are exactly the view's."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from heterospec.report.plot import grouped_bars, legend_right, panels
+
+SYSTEMS = {"gpu3": "3× RTX 3090", "hetero_u280": "U280 + 2× 3090", "hetero_v80": "V80 + 2× 3090",
+           "cpu3": "CPU (this machine)", "edge_jetson": "Jetson + 2× 3090"}
+METHODS = {"draft_only": "draft only", "target_only": "target only", "rsd": "RSD", "brsd": "BRSD"}
+
+
+def _system(name: str) -> str:
+    return SYSTEMS.get(name, name)
+
+
+def _traces(r: dict) -> str:
+    return f"{r['dataset']}\n{r['trace_set']}, {r['profile']}"
+
+
+def table3(rows):
+    """Table III: accuracy per method and dataset."""
+    fig, (ax,) = panels(1, width=5.5, title="Table III: accuracy by method")
+    order = {m: i for i, m in enumerate(METHODS)}
+    rows = sorted(rows, key=lambda r: order.get(r["method"], len(order)))   # draft, target, RSD, BRSD
+    grouped_bars(ax, rows, lambda r: r["dataset"], lambda r: METHODS.get(r["method"], r["method"]), "accuracy",
+                 "accuracy (%)", labels=True)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("dataset")
+    legend_right(fig, ax, "method")
+    return fig
+
+
+def _design_order(label: str) -> tuple:
+    """3-GPU baseline, then T2 on GPUs, then the FPGA+GPU designs: the paper's left-to-right order."""
+    return (not label.startswith("3-GPU"), not label.startswith("T2"), label)
+
+
+def _per_trace_set(rows, metrics, title, hue, hue_key=None, legend=""):
+    """A grid: one row of panels per metric, one column per (trace set, profile); bars per dataset and ``hue``."""
+    sets = list(dict.fromkeys((r["trace_set"], r["profile"]) for r in rows))
+    fig, axes = panels(len(metrics) * len(sets), width=4.4, height=2.8, title=title, ncols=len(sets))
+    for i, (col, label) in enumerate(metrics):
+        for j, key in enumerate(sets):
+            ax = axes[i * len(sets) + j]
+            grouped_bars(ax, [r for r in rows if (r["trace_set"], r["profile"]) == key], lambda r: r["dataset"],
+                         hue, col, label, hue_key=hue_key)
+            if i == 0:
+                ax.set_title(f"traces {key[0]}, profile {key[1]}")
+    legend_right(fig, axes[len(sets) - 1], legend)
+    return fig
+
+
+def figure8(rows):
+    """Figure 8: latency, goodput and energy per token of each system, per dataset and trace set."""
+    return _per_trace_set(rows, [("latency_s", "latency per problem (s)"), ("goodput_tok_s", "goodput (tokens/s)"),
+                                 ("j_per_token", "energy (J/token)")],
+                          "Figure 8: end-to-end comparison on the artifact's traces",
+                          lambda r: f"{r['design']}: {_system(r['system'])}", _design_order, "design: system")
+
+
+def figure10(rows):
+    """Figure 10: the ablation baseline → +T2 → +T1, speedup over the 3-GPU baseline, with and without backtracking."""
+    order = {"baseline": 0, "+T2": 1, "+T1": 2}
+    return _per_trace_set(rows, [("speedup", "speedup over 3-GPU (×)"), ("latency_s", "latency per problem (s)")],
+                          "Figure 10: ablation (with_bt: BRSD with backtracking, no_bt: without)",
+                          lambda r: f"{r['technique']} ({_system(r['system'])})",
+                          lambda h: (order.get(h.split(" ")[0], 3), h), "technique (system)")
+
+
+def time_shares(rows):
+    """Where the time and energy go: communication share, stall ratio, energy spent on discarded work."""
+    return _per_trace_set(rows, [("comm_pct", "communication (% of latency)"), ("stall_pct", "stall (% of latency)"),
+                                 ("discarded_energy_pct", "energy on discarded work (%)")],
+                          "Time and energy shares per system and schedule",
+                          lambda r: f"{_system(r['system'])}, {r['schedule']}", None, "system, schedule")
+
+
+def replay_validation(rows):
+    """The replay against our own measurements: predicted vs measured latency per problem, y = x, MAE."""
+    fig, (ax,) = panels(1, width=5, height=4.2, title="Replay validation: predicted vs measured latency")
+    for key in dict.fromkeys((r["trace_set"], r["executor"]) for r in rows):
+        pts = [r for r in rows if (r["trace_set"], r["executor"]) == key]
+        mae = 100 * sum(abs(r["rel_error"]) for r in pts) / len(pts)
+        ax.scatter([r["measured_ms"] for r in pts], [r["predicted_ms"] for r in pts], s=14,
+                   label=f"{key[0]}, {key[1]} (MAE {mae:.1f} %)")
+    top = max(max(r["measured_ms"], r["predicted_ms"]) for r in rows) * 1.05
+    ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--", label="y = x")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("measured latency per problem (ms)")
+    ax.set_ylabel("predicted latency per problem (ms)")
+    legend_right(fig, ax, "traces, executor")
+    return fig
+
+
+def dfvg_tau(rows):
+    """DFVG: τ (tokens per verification round) against drafted tokens per round, per strategy."""
+    fig, (ax,) = panels(1, width=5, height=4, title="DFVG: τ against drafted tokens per round")
+    for r in rows:
+        ax.scatter(r["mean_nodes"], r["tau"], s=40, marker="^" if r["strategy"] == "tree" else "o",
+                   label=f"{r['strategy']} (T={r['temperature']})")
+    top = max(max(r["mean_nodes"], r["tau"]) for r in rows) + 1
+    ax.plot([0, top], [1, top + 1], color="grey", lw=0.8, ls="--", label="every drafted token accepted")
+    ax.set_xlabel("drafted tokens per round (mean tree nodes)")
+    ax.set_ylabel("τ (tokens per verification round)")
+    legend_right(fig, ax, "strategy")
+    return fig
+
+
+def dfvg_speedups(rows):
+    """DFVG: measured speedups over target greedy decoding and over Hugging Face assisted generation."""
+    fig, axes = panels(2, title="DFVG: measured speedups on this CPU")
+    for ax, (col, label) in zip(axes, [("speedup_vs_target_greedy", "speedup over target greedy (×)"),
+                                       ("speedup_vs_hf_assisted", "speedup over HF assisted generation (×)")]):
+        grouped_bars(ax, rows, lambda r: r["method"], lambda r: r["models"], col, label, labels=True)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("method")
+    legend_right(fig, axes[-1], "models")
+    return fig
+
+
+def dfvg_designs(rows):
+    """DFVG: simulated FPGA+GPU, GPU-only speculative and plain decoding, tokens/s and J/token per strategy."""
+    fig, axes = panels(2, title="DFVG: simulated designs")
+    for ax, (col, label) in zip(axes, [("tokens_per_s", "tokens/s"), ("j_per_token", "energy (J/token)")]):
+        grouped_bars(ax, rows, lambda r: f"{r['strategy']}\n{r['profile']}", lambda r: r["design"], col, label)
+        ax.set_xlabel("strategy, latency profile")
+    legend_right(fig, axes[-1], "design")
+    return fig
+
+
+def hls_latency(rows):
+    """HLS: the draft kernel's ms/token against context length, with the HBM roofline; one panel per model."""
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = panels(len(models), width=4.6, height=3.6, title="HLS draft kernel: decode latency")
+    for ax, model in zip(axes, models):
+        for key in dict.fromkeys((r["board"], r["clock_mhz"]) for r in rows if r["model"] == model):
+            pts = sorted((r for r in rows if (r["board"], r["clock_mhz"], r["model"]) == (*key, model)),
+                         key=lambda r: r["context_len"])
+            line, = ax.plot([r["context_len"] for r in pts], [r["ms_per_token"] for r in pts], marker="o", ms=3,
+                            label=f"{key[0]} at {key[1]:g} MHz: modelled")
+            ax.plot([r["context_len"] for r in pts], [r["roofline_ms"] for r in pts], ls="--", color=line.get_color(),
+                    label=f"{key[0]} at {key[1]:g} MHz: HBM roofline")
+        ax.set_title(model)
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("decode latency (ms/token)")
+        ax.set_ylim(bottom=0)
+    legend_right(fig, axes[-1], "board, clock")
+    return fig
+
+
+def hls_breakdown(rows):
+    """HLS: where the time of one token goes, per component, by context length."""
+    designs = list(dict.fromkeys((r["board"], r["clock_mhz"], r["model"]) for r in rows))
+    fig, axes = panels(len(designs), width=4.6, title="HLS draft kernel: where the time goes", ncols=2)
+    for ax, key in zip(axes, designs):
+        pts = [r for r in rows if (r["board"], r["clock_mhz"], r["model"]) == key]
+        contexts = sorted(dict.fromkeys(r["context_len"] for r in pts))
+        bottom = [0.0] * len(contexts)
+        for comp in dict.fromkeys(r["component"] for r in pts):
+            ms = [sum(r["ms"] for r in pts if r["component"] == comp and r["context_len"] == c) for c in contexts]
+            ax.bar([str(c) for c in contexts], ms, bottom=bottom, label=comp)
+            bottom = [b + m for b, m in zip(bottom, ms)]
+        ax.set_title(f"{key[0]} at {key[1]:g} MHz\n{key[2]}")
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("time per token (ms)")
+    legend_right(fig, axes[-1], "component")
+    return fig
+
+
+def kvmu_resources(rows):
+    """The KVMU's LUTs and flip-flops against the pointer width (Yosys synth_xilinx)."""
+    fig, (ax,) = panels(1, width=5, height=3.6, title="KVMU resources against pointer width")
+    pts = sorted(rows, key=lambda r: r["pointer_bits"])
+    for col, label in [("lut", "LUTs"), ("ff", "flip-flops")]:
+        ax.plot([r["pointer_bits"] for r in pts], [r[col] for r in pts], marker="o", label=label)
+    ax.set_xticks(sorted({r["pointer_bits"] for r in pts}))
+    ax.set_xlabel("pointer width (bits)")
+    ax.set_ylabel("cells (count)")
+    ax.set_ylim(bottom=0)
+    legend_right(fig, ax, "resource")
+    return fig
+
+
+def sweep(rows):
+    """A parameter sweep (the threshold sweep): accuracy, target-step share and measured latency per value."""
+    param = rows[0]["parameter"]
+    fig, axes = panels(3, title=f"Sweep over {param}")
+    for ax, (col, label) in zip(axes, [("accuracy", "accuracy (%)"), ("target_step_share", "target-step share (%)"),
+                                       ("mean_latency_s", "measured latency per problem (s)")]):
+        for key in dict.fromkeys((r["dataset"], r["algorithm"], r["executor"]) for r in rows):
+            pts = sorted((r for r in rows if (r["dataset"], r["algorithm"], r["executor"]) == key),
+                         key=lambda r: float(r["value"]))
+            ax.plot([float(r["value"]) for r in pts], [r[col] for r in pts], marker="o", label=", ".join(key))
+        ax.set_xticks(sorted({float(r["value"]) for r in rows}))
+        ax.set_xlabel(param)
+        ax.set_ylabel(label)
+    legend_right(fig, axes[-1], "dataset, algorithm, executor")
+    return fig
+
+
+@dataclass(frozen=True)
+class Figure:
+    view: str                       # the DuckDB view whose rows (of one run) the figure plots
+    draw: Callable
+    group: str                      # the report's subcategory
+
+
+FIGURES: dict[str, Figure] = {
+    "table3": Figure("table3", table3, "Accuracy"),
+    "figure8": Figure("replay_figure8", figure8, "Replay"),
+    "figure10": Figure("replay_figure10", figure10, "Replay"),
+    "time_shares": Figure("replay_summary", time_shares, "Replay"),
+    "replay_validation": Figure("replay_validation", replay_validation, "Replay"),
+    "dfvg_tau": Figure("dfvg_summary", dfvg_tau, "DFVG"),
+    "dfvg_speedups": Figure("dfvg_speed", dfvg_speedups, "DFVG"),
+    "dfvg_designs": Figure("dfvg_replay_summary", dfvg_designs, "DFVG"),
+    "hls_latency": Figure("hls_perf", hls_latency, "HLS"),
+    "hls_breakdown": Figure("hls_breakdown", hls_breakdown, "HLS"),
+    "kvmu_resources": Figure("kvmu_synth", kvmu_resources, "HLS"),
+    "sweep": Figure("sweep", sweep, "Sweep"),
+}
