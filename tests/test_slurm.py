@@ -79,6 +79,11 @@ def slurm_logs(workdir: Path) -> dict[str, list[Path]]:
     return logs
 
 
+def trained_manifests(workdir: Path) -> dict[str, int]:
+    """Each role's model manifest (results/_models/<role>/<key>/, heterospec.paths.model_dir) -> its mtime."""
+    return {p.parent.parent.name: p.stat().st_mtime_ns for p in (workdir / "results/_models").glob("*/*/manifest.json")}
+
+
 def kill_head_after_training(workdir: Path) -> tuple[str, dict[str, float]]:
     """Run the head until the three models are trained, kill -9 it, cancel what it left in SLURM."""
     out = workdir / "head.log"
@@ -97,7 +102,7 @@ def kill_head_after_training(workdir: Path) -> tuple[str, dict[str, float]]:
     finally:
         head.kill()
         head.wait()
-    trained = {p.parent.name: p.stat().st_mtime_ns for p in (workdir / "results/ci/models").glob("*/manifest.json")}
+    trained = trained_manifests(workdir)
     # a dead head leaves its jobs running and its lock behind: what a user does next
     ids = [log.stem for logs in slurm_logs(workdir).values() for log in logs]
     subprocess.run(["scancel", *ids], capture_output=True, text=True, timeout=60)
@@ -151,7 +156,7 @@ def test_killed_head_resumes_without_redoing_finished_jobs(slurm_run):
     out = rerun.stdout + rerun.stderr
     assert "train_model" not in job_stats(out) and "collect_shard" in job_stats(out)
     assert len(slurm_run["trained"]) == 3 and len(slurm_logs(workdir)["train_model"]) == 3
-    now = {p.parent.name: p.stat().st_mtime_ns for p in (workdir / "results/ci/models").glob("*/manifest.json")}
+    now = trained_manifests(workdir)
     assert now == slurm_run["trained"]
 
 

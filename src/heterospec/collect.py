@@ -107,11 +107,11 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
             correct = 0
             bar = tqdm(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem",
                        file=sys.stderr, mininterval=2)
-            for k, prob in bar:
+            for done, (k, prob) in enumerate(bar, 1):   # bar.n lags between refreshes
                 rows = session.run(prob, alg, executor, ex)
                 _journal_write(journal / f"{k:06d}.json", rows)
                 correct += rows["problems"][0]["correct"]
-                bar.set_postfix(acc=f"{100 * correct / (bar.n + 1):.0f}%")
+                bar.set_postfix(acc=f"{100 * correct / done:.0f}%", refresh=False)
     run_fields = dict(run=cfg.name, models=cfg.models.name, dataset=dataset, algorithm=algorithm, executor=executor)
     tables: dict[str, list[dict]] = {t: [] for t in TABLES}
     for k in range(len(mine)):
