@@ -18,7 +18,11 @@ import resource
 import time
 from pathlib import Path
 
-from heterospec.replay.des import PREFETCH_OUTCOMES, Problem, SystemParams, problems_from_steps, simulate
+from heterospec.replay.grid import simulate
+
+from heterospec.replay.problem import Problem, problems_from_steps
+
+from heterospec.replay.system import PREFETCH_OUTCOMES, SystemParams
 
 GAOKAO = Path(__file__).resolve().parents[1].parent / "shared/heteroreason_ae/Hardware/inputs/Config1/with_bt/gaokao2023en"
 SCHEDULES = ["sequential", "step_ahead", "prefetch_only", "hetero"]

@@ -9,7 +9,7 @@ from scipy.stats import chisquare
 
 from heterospec.dfvg.tree import DraftTree
 from heterospec.dfvg.verify import greedy_walk, sample_walk
-from heterospec.replay.des import FastEngine
+from heterospec.replay.engines import FastEngine
 from heterospec.replay.schedules.dfvg import Costs, Round, dfvg
 
 V = 5

@@ -13,7 +13,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.config import compose_config
 from heterospec.replay.artifact import DEFAULT_PROFILE, replay_table
-from heterospec.replay.des import Ctx, Problem, SystemParams, problems_from_steps, simulate, simulate_problem
+from heterospec.replay.des import simulate_problem
+from heterospec.replay.grid import simulate
+from heterospec.replay.problem import Problem, problems_from_steps
+from heterospec.replay.system import Ctx, SystemParams
 from heterospec.replay.importer import import_traces
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.steps import steps_from_events

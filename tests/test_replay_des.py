@@ -10,8 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.errors import UserError
-from heterospec.replay.des import (Ctx, Problem, RESULTS_SCHEMA, SystemParams, problems_from_steps, simulate,
-                                   simulate_problem)
+from heterospec.replay.grid import simulate
+from heterospec.replay.metrics import RESULTS_SCHEMA
+from heterospec.replay.problem import Problem, problems_from_steps
+from heterospec.replay.des import simulate_problem
+from heterospec.replay.system import Ctx, SystemParams
 from heterospec.replay.profiles import LatencyProfile, get_profile
 from heterospec.replay.schedules import get_schedule, schedule_names
 from heterospec.replay.steps import CALLS_SCHEMA, STEPS_SCHEMA, steps_from_calls, steps_from_events

@@ -94,7 +94,7 @@ def test_validate_on_synthetic_collect_traces(tmp_path):
     latencies from the same profile: the fitted simulator must land within the issue's 10 % on both."""
     from test_replay_hw_profiles import TRUE, synthetic_calls
     from heterospec.config import compose_config
-    from heterospec.replay.des import simulate
+    from heterospec.replay.grid import simulate
     from heterospec.replay.measured import MeasuredProfile
     from heterospec.replay.steps import steps_from_calls
     calls = synthetic_calls(40)
@@ -102,7 +102,7 @@ def test_validate_on_synthetic_collect_traces(tmp_path):
     seq.parent.mkdir(parents=True)
     pq.write_table(calls, seq)
     # the step_ahead executor's measured latency: what the true profile gives under that schedule, +-3 %
-    from heterospec.replay.des import problems_from_steps
+    from heterospec.replay.problem import problems_from_steps
     probs = problems_from_steps(steps_from_calls(calls))
     cpu3 = compose_config(["experiment=ci"]).system
     sa = simulate(probs, [cpu3], ["step_ahead"], MeasuredProfile(TRUE)).column("latency_ms").to_pylist()

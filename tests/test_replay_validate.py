@@ -10,7 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.errors import UserError
-from heterospec.replay.des import Ctx, FastEngine, Problem, SimpyEngine, SystemParams, simulate_problem
+from heterospec.replay.des import simulate_problem
+from heterospec.replay.engines import FastEngine, SimpyEngine
+from heterospec.replay.problem import Problem
+from heterospec.replay.system import Ctx, SystemParams
 from heterospec.replay.measured import MeasuredProfile, features, fit_calls, fit_overheads, lad
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls

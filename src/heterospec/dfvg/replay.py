@@ -17,7 +17,8 @@ from omegaconf import OmegaConf
 from heterospec.config import CONF_DIR, compose_config
 from heterospec.dfvg.traces import REPLAY_SCHEMA
 from heterospec.errors import UserError
-from heterospec.replay.des import FastEngine, SystemParams
+from heterospec.replay.engines import FastEngine
+from heterospec.replay.system import SystemParams
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.schedules.dfvg import DESIGNS, Costs, Round, dfvg
 

@@ -30,18 +30,16 @@ has, cancelled speculative drafts, unused target prefetches); ``speculation_wast
 
 One job per module: :mod:`.system` (the system's parameters, the policies' context), :mod:`.problem` (a problem's
 steps), :mod:`.engines` (operations, the two engines, the tally), :mod:`.metrics` (``RESULTS_SCHEMA``), this one
-(one problem under one schedule) and :mod:`.grid` (every problem x system x schedule, in worker processes). The
-names stay importable from here.
+(one problem under one schedule) and :mod:`.grid` (every problem x system x schedule, in worker processes).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from heterospec.replay.engines import (DEVICES, ENGINES, RESOURCES, Engine, FastEngine, Op, SimpyEngine,  # noqa: F401
-                                       Tally, make_engine)
-from heterospec.replay.metrics import RESULTS_SCHEMA, metrics  # noqa: F401
-from heterospec.replay.problem import Problem, problems_from_steps  # noqa: F401
-from heterospec.replay.system import PREFETCH_OUTCOMES, Ctx, SystemParams  # noqa: F401
+from heterospec.replay.engines import Op, make_engine
+from heterospec.replay.metrics import metrics
+from heterospec.replay.problem import Problem
+from heterospec.replay.system import Ctx
 
 
 def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast") -> tuple[dict, list[Op]]:
@@ -58,6 +56,3 @@ def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast
         eng.tally.latency += oh
         eng.tally.longest += oh
     return metrics(eng.tally, prob, ctx), eng.ops
-
-
-from heterospec.replay.grid import simulate, speed  # noqa: E402,F401  (the grid calls simulate_problem above)

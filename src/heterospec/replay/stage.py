@@ -19,7 +19,10 @@ from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
-from heterospec.replay.des import PREFETCH_OUTCOMES, RESULTS_SCHEMA, problems_from_steps, simulate
+from heterospec.replay.grid import simulate
+from heterospec.replay.metrics import RESULTS_SCHEMA
+from heterospec.replay.problem import problems_from_steps
+from heterospec.replay.system import PREFETCH_OUTCOMES
 from heterospec.replay.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles import get_profile, profile_names
 from heterospec.replay.schedules import get_schedule, schedule_names

@@ -189,7 +189,8 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     nothing is written (the run's saved fit and validation stay those of the full fit)."""
     from heterospec.tables import format_table
     from heterospec.config import compose_config
-    from heterospec.replay.des import problems_from_steps, simulate
+    from heterospec.replay.grid import simulate
+    from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
     from heterospec.replay.stage import compose_schedule
 

@@ -62,7 +62,7 @@ def draft_ms(c: Costs, r: Round) -> float:
 
 
 def dfvg(prompt: int, rounds: list[Round], costs: Costs, link_ms, eng, design: str, align_bytes: int = 4) -> dict:
-    """Issue one generation's operations on ``eng`` (a :class:`heterospec.replay.des.FastEngine`)."""
+    """Issue one generation's operations on ``eng`` (a :class:`heterospec.replay.engines.FastEngine`)."""
     run = eng.run
     fpga = design == "fpga_gpu"
     draft_res = "draft" if fpga else "target"

@@ -1,6 +1,6 @@
 """The mechanisms a speculative schedule turns on, one function each; :mod:`.pipelined` composes them.
 
-Each issues operations through ``run`` (:meth:`heterospec.replay.des.Engine.run`) and returns the handles the
+Each issues operations through ``run`` (:meth:`heterospec.replay.engines.Engine.run`) and returns the handles the
 next piece depends on. ``p`` is the latency profile, ``tc`` / ``pc`` the target's and the PRM's KV caches.
 """
 from __future__ import annotations
