@@ -12,10 +12,11 @@ from __future__ import annotations
 import sys
 
 from heterospec.config import compose_config, run_dir
+from heterospec.config.hardware import System, device
 from heterospec.hls.perf import Arch, Design, migration_ms, port_rate, roofline_ms
 from heterospec.hls.published import flightllm_check
 from heterospec.hls.report import print_breakdown, print_perf, print_resources
-from heterospec.hls.stage import board_config, model_tables
+from heterospec.hls.tables import model_tables
 from heterospec.paths import RunPaths
 
 
@@ -30,15 +31,15 @@ def main(overrides: list[str]) -> None:
         shape = dict(hidden=a.hidden_size, layers=a.num_hidden_layers, heads=a.num_attention_heads,
                      kv_heads=a.num_key_value_heads, head_dim=a.hidden_size // a.num_attention_heads,
                      intermediate=a.intermediate_size, vocab=len(build_tokenizer()), tied=True)
-    perf, breakdown, res = model_tables(cfg, paths, export, overrides, shape)
+    perf, breakdown, res = model_tables(cfg, export, shape)
     for ctx in sorted({r["context_len"] for r in perf})[:2]:
         print_perf(perf, ctx)
         print()
     qwen = "Qwen2.5-0.5B-Instruct"
-    u280 = board_config(overrides, "u280")
-    clk = float(u280.clock_mhz)
+    u280 = device("u280", cfg)
+    clk = u280.clock_mhz
     old_ov = [o for o in overrides if not o.startswith("hls=")] + ["hls=serial_u280"]
-    old = model_tables(compose_config(old_ov), paths, None, old_ov)[0] if cfg.hls.name != "serial_u280" else []
+    old = model_tables(compose_config(old_ov), None)[0] if cfg.hls.name != "serial_u280" else []
     print(f"{qwen} on U280 at {clk:.0f} MHz: share of the 460 GB/s HBM roofline")
     for name, rows in ((cfg.hls.name, perf), ("serial_u280", old)):
         pts = {r["context_len"]: r for r in rows if r["model"] == qwen and r["board"] == "u280" and r["clock_mhz"] == clk}
@@ -55,7 +56,7 @@ def main(overrides: list[str]) -> None:
         print(f"  weights stream through {d.weight_ports} of 32 HBM pseudo-channels at "
               f"{port_rate(d, u280, clk) * clk * 1e6 / 1e9:.2f} GB/s each ({d.port_bits}-bit ports at {clk:.0f} MHz): "
               f"{d.weight_ports * port_rate(d, u280, clk) * clk * 1e6 / 1e9:.0f} GB/s of the card's 460")
-        link = cfg.system.link.bandwidth_gbs if "link" in cfg.system else 16.0
+        link = System.of(cfg.system).link.bandwidth_gbs
         for n in (128, 1024):
             m = migration_ms(arch, n, float(link))
             pre = sum(r["prefill_ms_per_token"] for r in perf if r["model"] == qwen and r["board"] == "u280"

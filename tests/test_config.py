@@ -5,6 +5,7 @@ import pytest
 
 from conftest import ROOT, heterospec
 from heterospec.config import compose_config
+from heterospec.config.hardware import Device, System
 from heterospec.errors import UserError
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
@@ -16,24 +17,26 @@ def test_every_experiment_composes(experiment):
     cfg = compose_config([f"experiment={experiment}"])
     assert cfg.experiment == experiment and cfg.name == experiment
     # an experiment decodes datasets, or (artifact_replay) replays published traces only
-    assert (cfg.datasets or cfg.replay.trace_sets) and cfg.models.draft and cfg.system.target.bandwidth_gbs > 0
+    assert (cfg.datasets or cfg.replay.trace_sets) and cfg.models.draft and System.of(cfg.system).target.memory.bandwidth_gbs > 0
 
 
 @pytest.mark.parametrize("hw", HARDWARE)
 def test_every_device_swaps_in(hw):
-    cfg = compose_config([f"hardware@system.draft={hw}"])
-    assert cfg.system.draft.name == hw
-    assert cfg.system.draft.power_active_w >= cfg.system.draft.power_idle_w > 0
+    draft = Device.of(compose_config([f"hardware@system.draft={hw}"]).system.draft)
+    assert draft.name == hw and draft.memory.bandwidth_gbs > 0 and draft.memory.type
+    assert draft.power_active_w >= draft.power_idle_w > 0
 
 
 def test_datasheets_match_reference():
-    u280 = compose_config(["system=hetero_u280"]).system.draft
-    assert (u280.fpga.dsp, u280.fpga.lut, u280.fpga.ff, u280.fpga.bram36, u280.fpga.uram) == (9024, 1303680, 2607360, 2016, 960)
-    assert u280.bandwidth_gbs == 460 and u280.fpga.hbm_channels * u280.fpga.channel_gbs == 460
-    gpu = compose_config(["system=gpu3"]).system
-    assert gpu.target.name == "rtx3090" and gpu.target.bandwidth_gbs == 936 and gpu.target.peak_tflops.fp16 == 71
-    assert dict(gpu.torch_devices) == {"draft": "cuda:0", "prm": "cuda:1", "target": "cuda:2"}
-    assert compose_config(["hardware@system.target=h200"]).system.target.bandwidth_gbs == 4800
+    u280 = System.of(compose_config(["system=hetero_u280"]).system).draft
+    f = u280.fabric
+    assert (f.dsp, f.lut, f.ff, f.bram36, f.uram, f.dsp_kind) == (9024, 1303680, 2607360, 2016, 960, "dsp48e2")
+    assert u280.memory.bandwidth_gbs == 460 and (f.banks["hbm"].channels, f.banks["hbm"].channel_gbs) == (32, 14.375)
+    assert abs(u280.peak_tflops["int8"] - 3.61) < 0.005          # 9,024 DSPs x 2 ops x 200 MHz, derived
+    gpu = System.of(compose_config(["system=gpu3"]).system)
+    assert gpu.target.name == "rtx3090" and gpu.target.memory.bandwidth_gbs == 936 and gpu.target.peak_tflops["fp16"] == 71
+    assert gpu.torch_devices == {"draft": "cuda:0", "prm": "cuda:1", "target": "cuda:2"}
+    assert Device.of(compose_config(["hardware@system.target=h200"]).system.target).memory.bandwidth_gbs == 4800
 
 
 def test_paper_algorithm_settings():

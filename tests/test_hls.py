@@ -12,6 +12,7 @@ import pytest
 
 from conftest import run_cmd
 from heterospec.config import compose_config
+from heterospec.config.hardware import Device, device
 from heterospec.errors import UserError
 from heterospec.hls import stage as hls
 from heterospec.hls.perf import Arch, Design, check_parallelism, hbm, memory, roofline_ms, token_ms
@@ -37,7 +38,7 @@ def run(tmp_path_factory):
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
 def test_csim_is_bit_exact_on_20_prompts_and_kvmu_modes(run):
     cfg, paths = run
-    m = hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"), CI)
+    m = hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"))
     src = paths.hls_codegen("u280").parent
     assert {"draft_kernel.cpp", "draft_config.h", "hs_types.h", "weights_i8.bin"} <= {p.name for p in src.iterdir()}
     header = (src / "draft_config.h").read_text()
@@ -61,7 +62,7 @@ def _qwen(perf):
 
 def test_dataflow_design_point_uses_the_hbm_and_fits_every_slr(run):
     cfg, paths = run
-    perf, breakdown, res = hls.model_tables(cfg, paths, paths.quantized_draft, CI)
+    perf, breakdown, res = hls.model_tables(cfg, paths.quantized_draft)
     q = _qwen(perf)
     assert q[("u280", 200.0, 0)]["bandwidth_fraction"] >= 0.75 and q[("u280", 200.0, 512)]["bandwidth_fraction"] >= 0.65
     assert q[("u280", 200.0, 0)]["closes"] and q[("u280", 200.0, 0)]["design"] == "default"
@@ -85,14 +86,14 @@ def test_dataflow_design_point_uses_the_hbm_and_fits_every_slr(run):
 def test_serial_design_point_stays_available(run):
     cfg, paths = run
     old = compose_config([*CI, "hls=serial_u280"])
-    perf, breakdown, res = hls.model_tables(old, paths, None, [*CI, "hls=serial_u280"])
+    perf, breakdown, res = hls.model_tables(old, None)
     q = _qwen(perf)
     point = q[("u280", 200.0, 0)]
     assert abs(point["ms_per_token"] - 5.74) / 5.74 < 0.15 and point["design"] == "serial_u280"   # the paper's point
     assert point["bandwidth_fraction"] < 0.25
     assert q[("u280", 300.0, 0)]["ms_per_token"] < point["ms_per_token"]
     assert q[("u280", 200.0, 2048)]["ms_per_token"] > point["ms_per_token"]   # attention over the KV cache
-    new = _qwen(hls.model_tables(cfg, paths, None, CI)[0])
+    new = _qwen(hls.model_tables(cfg, None)[0])
     assert new[("u280", 200.0, 512)]["ms_per_token"] < point["ms_per_token"] / 3
 
     def parts(ctx):
@@ -110,7 +111,7 @@ def test_serial_design_point_stays_available(run):
 def test_design_that_does_not_fit_is_reported(run):
     cfg, paths = run
     big = compose_config([*CI, "hls.design.rows=64", "hls.design.cols=128"])
-    _, _, res = hls.model_tables(big, paths, None, CI)
+    _, _, res = hls.model_tables(big, None)
     rows = {r["slr"]: r for r in res if r["board"] == "u280"}
     assert not rows["device"]["fits"] and rows["slr0"]["dsp"] > rows["slr0"]["dsp_available"]
     assert rows["slr1"]["fits"]
@@ -121,14 +122,14 @@ def test_vendor_flow_skips_clearly_without_tools(run, monkeypatch):
     if any(shutil.which(t) for t in cfg.hls.vendor_tools):
         pytest.skip("a vendor toolchain is installed here")
     if not paths.hls_codegen("u280").exists():
-        hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"), CI)
+        hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"))
     status = hls.vendor(cfg, paths, "u280", paths.hls_codegen("u280"), paths.hls_resources, paths.hls_vendor("u280"))
     assert status["status"] == "skipped" and "vendor toolchain not found, skipped" in status["reason"]
     assert json.loads(paths.hls_vendor("u280").read_text())["status"] == "skipped"
 
 
 def test_perf_model_approaches_but_never_beats_the_roofline():
-    board = compose_config(["hardware@system.draft=v80"]).system.draft
+    board = device("v80")
     ideal = {**dict(compose_config([]).hls.pipeline), "weight_ports": 63, "kv_ports": 1, "port_bits": 4096,
              "memory_efficiency": 1.0, "stage_latency": 0, "token_overhead": 0, "vector_lanes": 1e9,
              "attention_macs": 1e9, "softmax_lanes": 1e9, "crossing_cycles": 0}
@@ -147,7 +148,7 @@ def test_precision_mlp_ports_and_memory_change_what_is_streamed():
     gelu = Arch(**{**QWEN.__dict__, "mlp": "gelu"})
     assert "up" in gelu.engines() and "gate_up" not in gelu.engines()
     assert gelu.weight_bytes() < QWEN.weight_bytes()
-    u280 = compose_config(["hardware@system.draft=u280"]).system.draft
+    u280 = device("u280")
     df = Design.of(dict(compose_config([]).hls.pipeline))
     serial = Design(**{**df.__dict__, "dataflow": False})
     for ctx in (0, 512, 4096):
@@ -161,16 +162,15 @@ def test_precision_mlp_ports_and_memory_change_what_is_streamed():
 
 
 def test_flightllm_u280_figure_within_15_percent():
-    cfg = compose_config(["hardware@system.draft=u280"])
-    check = flightllm_check(dict(cfg.hls.pipeline), cfg.system.draft)
+    check = flightllm_check(dict(compose_config([]).hls.pipeline), device("u280"))
     assert abs(check["measured_ms"] - 18.18) < 0.01 and check["clock_mhz"] == 225
     assert check["worst_error"] < 0.15
     assert all(p["roofline_ms"] < check["measured_ms"] for p in check["points"])
 
 
 def test_slr_placement_prices_the_crossing():
-    cfg = compose_config(["hardware@system.draft=u280"])
-    unit, u280 = dict(cfg.hls.resources), cfg.system.draft
+    cfg = compose_config([])
+    unit, u280 = dict(cfg.hls.resources), device("u280")
     near = Design.of(dict(cfg.hls.pipeline))
     far = Design(**{**near.__dict__, "slr_mv": 1})
     a, b = usage(QWEN, 32, 128, near, unit, "dsp48e2", 4096, u280), usage(QWEN, 32, 128, far, unit, "dsp48e2", 4096, u280)
@@ -180,8 +180,7 @@ def test_slr_placement_prices_the_crossing():
     wide = Design(**{**near.__dict__, "port_bits": 256})
     w = usage(QWEN, 32, 128, wide, unit, "dsp48e2", 4096, u280)
     assert w["total"]["lut"] < a["total"]["lut"] and w["total"]["bram36"] < a["total"]["bram36"]   # width costs
-    assert fit_slrs(usage(QWEN, 32, 128, near, unit, "dsp58", 4096, compose_config(
-        ["hardware@system.draft=v80"]).system.draft), compose_config(["hardware@system.draft=v80"]).system.draft) == []
+    assert fit_slrs(usage(QWEN, 32, 128, near, unit, "dsp58", 4096, device("v80")), device("v80")) == []
 
 
 def test_bad_input_is_one_line():
@@ -190,9 +189,10 @@ def test_bad_input_is_one_line():
     with pytest.raises(UserError, match="rows=3 does not divide"):
         check_parallelism(QWEN, 3, 64, "hls.design")
     with pytest.raises(UserError, match="no HBM figures"):
-        hbm({"name": "ddr_board", "fpga": {"dsp": 100}})
-    cpu = compose_config(["hardware@system.draft=cpu"]).system.draft
-    with pytest.raises(UserError, match="no HBM figures"):
+        hbm(Device.of(dict(name="ddr_board", kind="fpga", power_active_w=1, power_idle_w=1, fpga=dict(
+            dsp=100, dsp_kind="dsp58", ddr=dict(type="ddr4", gb=4, channels=1, channel_gbs=19.2)))))
+    cpu = device("cpu")
+    with pytest.raises(UserError, match="is a cpu, not an FPGA board"):
         hbm(cpu)
     with pytest.raises(UserError, match="unknown key"):
         Design.of({"port_width": 512})
@@ -205,7 +205,7 @@ def test_bad_input_is_one_line():
 def test_missing_compiler_is_one_line(run, tmp_path):
     cfg, paths = run
     if not paths.hls_codegen("u280").exists():
-        hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"), CI)
+        hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"))
     r = run_cmd([sys.executable, "-m", "heterospec.hls", "csim", "--board", "u280", "--kernel",
                  str(paths.hls_codegen("u280")), "--out", str(tmp_path / "c.parquet"), *CI, "hls.cxx=no-such-g++"],
                 cwd=tmp_path)
@@ -214,7 +214,7 @@ def test_missing_compiler_is_one_line(run, tmp_path):
 
 def test_unknown_board_for_codegen_is_one_line(tmp_path):
     r = run_cmd([sys.executable, "-m", "heterospec.hls", "codegen", "--board", "cpu", "experiment=ci"], cwd=tmp_path)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no HBM figures" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not an FPGA board" in r.stderr
 
 
 def test_buys_prices_each_design_point_from_its_own_table():

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.config import compose_config
+from heterospec.config.hardware import System
 from heterospec.replay.artifact import DEFAULT_PROFILE, replay_table
 from heterospec.replay.des import simulate_problem
 from heterospec.replay.grid import simulate
@@ -27,7 +28,7 @@ TOLERANCE = 0.005   # the issue's bar; the residual is the link's 1 µs per hop,
 
 @pytest.fixture(scope="module")
 def u280():
-    return compose_config(["system=hetero_u280"]).system
+    return System.of(compose_config(["system=hetero_u280"]).system)
 
 
 def errors(events, system, engine="fast") -> dict[str, float]:
@@ -155,7 +156,7 @@ def _bt_problem(step4: str) -> Problem:
 
 
 def _last_rewrite_ms(prob, u280) -> float:
-    sysp = SystemParams.from_config(u280)
+    sysp = SystemParams.of(u280)
     ctx = Ctx(get_profile("paper_v12"), sysp, recorded=False)
     _, ops = simulate_problem(prob, "step_ahead", ctx)
     return [o for o in ops if o.kind == "rewrite"][-1].work
@@ -176,7 +177,7 @@ def test_a_deeper_look_ahead_is_a_named_option(u280):
     from heterospec.replay.schedules import get_schedule
     kv = [1000 + 5 * j for j in range(6)]   # short drafts after a long context: the PRM is the bottleneck
     prob = Problem("s", "p", 0, ["accept"] * 6, [5] * 6, [0] * 6, kv, kv, [k + 5 for k in kv])
-    ctx = Ctx(get_profile("paper_v12", system=u280), SystemParams.from_config(u280))
+    ctx = Ctx(get_profile("paper_v12", system=u280), SystemParams.of(u280))
     base = get_schedule("hetero")
     draft_ends = {}
     for k in (1, 2, 6):

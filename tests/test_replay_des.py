@@ -15,7 +15,8 @@ from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.problem import Problem, problems_from_steps
 from heterospec.replay.des import simulate_problem
 from heterospec.replay.system import Ctx, SystemParams
-from heterospec.replay.profiles import LatencyProfile, get_profile
+from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.profiles import get_profile
 from heterospec.replay.schedules import get_schedule, schedule_names
 from heterospec.replay.steps import CALLS_SCHEMA, STEPS_SCHEMA, steps_from_calls, steps_from_events
 
@@ -211,16 +212,21 @@ def test_registry_errors_and_table():
     assert t.num_rows == 4 and t.schema.equals(RESULTS_SCHEMA, check_metadata=True)
 
 
-def test_system_from_config_objects():
-    from heterospec.config.schema import HardwareConfig, LinkConfig, SystemConfig
-    gpu = HardwareConfig(name="g", kind="gpu", memory_gb=24, bandwidth_gbs=936, power_active_w=349, power_idle_w=175)
-    fpga = HardwareConfig(name="f", kind="fpga", memory_gb=8, bandwidth_gbs=460, power_active_w=60, power_idle_w=37)
-    sp = SystemParams.from_config(SystemConfig(name="x", draft=fpga, prm=gpu, target=gpu,
-                                               link=LinkConfig(bandwidth_gbs=32.0, latency_us=2.0)))
-    assert sp.power_active_w == {"draft": 60.0, "prm": 349.0, "target": 349.0}
+def test_system_params_from_a_typed_system():
+    from heterospec.config.hardware import System
+    gpu = dict(name="g", kind="gpu", memory_type="gddr6x", memory_gb=24, bandwidth_gbs=936, power_active_w=349,
+               power_idle_w=175)
+    fpga = dict(name="f", kind="fpga", clock_mhz=200, power_active_w=60, power_idle_w=37,
+                fpga=dict(dsp=9024, dsp_kind="dsp48e2", hbm=dict(type="hbm2", gb=8, channels=32, channel_gbs=14.375)))
+    system = System.of(dict(name="x", draft=fpga, prm=gpu, target=gpu, link=dict(bandwidth_gbs=32.0, latency_us=2.0)))
+    assert system.draft.memory.bandwidth_gbs == 460 and system.draft.peak_tflops["int8"] == pytest.approx(3.6096)
+    sp = SystemParams.of(system)
+    assert sp.power_active_w == {"draft": 60.0, "prm": 349.0, "target": 349.0} and sp.kinds["draft"] == "fpga"
     assert sp.link_ms(32e9 / 1e3) == pytest.approx(1.0 + 2e-3)
-    with pytest.raises(UserError, match="power"):
-        SystemParams.from_config({"name": "bad", "draft": {}, "prm": {}, "target": {}})
+    with pytest.raises(UserError, match="conf/hardware/g.yaml: power_active_w is missing"):
+        System.of(dict(name="bad", draft=gpu, prm=gpu, target={**gpu, "power_active_w": None}))
+    with pytest.raises(UserError, match="restate"):       # an FPGA's bandwidth comes from its memory banks only
+        System.of(dict(name="bad", draft={**fpga, "bandwidth_gbs": 460}, prm=gpu, target=gpu))
 
 
 def test_steps_from_calls():

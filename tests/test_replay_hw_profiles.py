@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from heterospec.config import compose_config
+from heterospec.config.hardware import System
 from heterospec.errors import UserError
 from heterospec.replay.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
 from heterospec.replay.profiles import get_profile
@@ -22,7 +23,7 @@ def systems():
 
 
 def roofline(cfg):
-    return get_profile("roofline", system=cfg.system, models=cfg.models)
+    return get_profile("roofline", system=System.of(cfg.system), models=cfg.models)
 
 
 def test_published_shapes_have_the_published_sizes():
@@ -78,25 +79,25 @@ def test_hls_profile_reads_the_draft_latency_table(systems, tmp_path):
     path = _perf(tmp_path / "perf.parquet", [("u280", 200.0, m, 0, 5.0, 1.0), ("u280", 200.0, m, 1000, 6.0, None),
                                              ("u280", 300.0, m, 0, 3.5, 0.7), ("v80", 200.0, m, 0, 3.0, 0.6)])
     cfg = systems["hetero_u280"]
-    p = get_profile("hls", system=cfg.system, models=cfg.models, perf=path)
+    p = get_profile("hls", system=System.of(cfg.system), models=cfg.models, perf=path)
     # linear between context 0 and 1000: token at context c costs 5 + c/1000 ms
     assert p.draft_decode(0, 2) == pytest.approx(5.001 + 5.002)
     assert p.draft_decode(999, 3) == pytest.approx(5.0 + 1000e-3 + 5.0 + 1001e-3 + 5.0 + 1002e-3)  # extrapolated
     assert p.draft_prefill(0, 1) == pytest.approx(1.0 + (6.0 - 1.0) * 1 / 1000)  # null prefill -> ms_per_token
     assert p.prm_score(500) == roofline(cfg).prm_score(500)       # everything else is the roofline's
     gpu = systems["gpu3"]                                          # no FPGA draft: the roofline's draft
-    assert get_profile("hls", system=gpu.system, models=gpu.models, perf=path).draft_decode(0, 5) == \
+    assert get_profile("hls", system=System.of(gpu.system), models=gpu.models, perf=path).draft_decode(0, 5) == \
         roofline(gpu).draft_decode(0, 5)
     with pytest.raises(UserError, match="no HLS performance table"):
-        get_profile("hls", system=cfg.system, models=cfg.models, perf=tmp_path / "absent.parquet")
+        get_profile("hls", system=System.of(cfg.system), models=cfg.models, perf=tmp_path / "absent.parquet")
     at_300 = compose_config(["system=hetero_u280", "models=config1", "hardware@system.draft=u280",
                              "system.draft.clock_mhz=250"])
     with pytest.raises(UserError, match=r"no rows for 'u280' at its configured 250.0 MHz"):
-        get_profile("hls", system=at_300.system, models=at_300.models, perf=path)
+        get_profile("hls", system=System.of(at_300.system), models=at_300.models, perf=path)
     bad = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"board": ["u280"]}), bad)
     with pytest.raises(UserError, match="column 'clock_mhz' missing"):
-        get_profile("hls", system=cfg.system, models=cfg.models, perf=bad)
+        get_profile("hls", system=System.of(cfg.system), models=cfg.models, perf=bad)
 
 
 TRUE = {("draft", "decode"): [0.4, 2.0, 0.001, 2e-5], ("draft", "prefill"): [0.3, 0.05, 0.0002, 1e-6],

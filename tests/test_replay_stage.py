@@ -104,7 +104,8 @@ def test_validate_on_synthetic_collect_traces(tmp_path):
     # the step_ahead executor's measured latency: what the true profile gives under that schedule, +-3 %
     from heterospec.replay.problem import problems_from_steps
     probs = problems_from_steps(steps_from_calls(calls))
-    cpu3 = compose_config(["experiment=ci"]).system
+    from heterospec.config.hardware import System
+    cpu3 = System.of(compose_config(["experiment=ci"]).system)
     sa = simulate(probs, [cpu3], ["step_ahead"], MeasuredProfile(TRUE)).column("latency_ms").to_pylist()
     problems = pa.table({"algorithm": ["collect"] * len(probs), "executor": ["step_ahead"] * len(probs),
                          "dataset": [p.dataset for p in probs], "problem_id": [p.problem for p in probs],

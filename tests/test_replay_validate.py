@@ -44,13 +44,14 @@ def test_target_progresses_only_while_the_prm_is_idle(Engine):
 
 
 def test_bad_yields_to():
-    base = {"name": "x", "draft": {"power_active_w": 1, "power_idle_w": 1}, "prm": {"power_active_w": 1,
-            "power_idle_w": 1}, "target": {"power_active_w": 1, "power_idle_w": 1}}
+    from heterospec.config.hardware import System
+    cpu = dict(name="c", kind="cpu", memory_type="ddr4", memory_gb=1, bandwidth_gbs=1, power_active_w=1, power_idle_w=1)
+    base = {"name": "x", "draft": cpu, "prm": cpu, "target": cpu}
     with pytest.raises(UserError, match="yields_to"):
-        SystemParams.from_config({**base, "yields_to": {"target": "gpu"}})
+        System.of({**base, "yields_to": {"target": "gpu"}})
     with pytest.raises(UserError, match="chains"):
-        SystemParams.from_config({**base, "yields_to": {"target": "prm", "prm": "draft"}})
-    assert SystemParams.from_config({**base, "yields_to": {"target": "prm"}}).yields_to == {"target": "prm"}
+        System.of({**base, "yields_to": {"target": "prm", "prm": "draft"}})
+    assert SystemParams.of(System.of({**base, "yields_to": {"target": "prm"}})).yields_to == {"target": "prm"}
 
 
 @st.composite

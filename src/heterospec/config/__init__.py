@@ -6,6 +6,7 @@ Snakefile call, so the command line, Snakemake and a test all see the same confi
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -13,11 +14,53 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from heterospec.config.schema import Config, register
+from heterospec.config.schema import Config, HardwareConfig, ScheduleConfig, SystemConfig, register
 from heterospec.errors import UserError
 
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 RESULTS_DIR = Path("results")
+CONF_PATH_ENV = "HETEROSPEC_CONF_PATH"   # extra config folders (os.pathsep-separated), searched after conf/
+GROUP_SCHEMAS = {"hardware": HardwareConfig, "system": SystemConfig, "schedule": ScheduleConfig}
+
+
+def conf_dirs() -> list[Path]:
+    """The config search path: the checkout's conf/, then the folders in $HETEROSPEC_CONF_PATH (e.g. a new board's
+    hardware/<name>.yaml kept outside the checkout)."""
+    extra = [Path(p) for p in os.environ.get(CONF_PATH_ENV, "").split(os.pathsep) if p]
+    return [CONF_DIR, *extra]
+
+
+def group_options(group: str) -> list[str]:
+    """Every entry name of a config group over the search path."""
+    return sorted({p.stem for d in conf_dirs() for p in (d / group).glob("*.yaml")})
+
+
+def entry_path(group: str, name: str) -> Path:
+    """The file of a group entry: the first over the search path (``conf/<group>/<name>.yaml`` when none exists)."""
+    found = (d / group / f"{name}.yaml" for d in conf_dirs() if (d / group / f"{name}.yaml").is_file())
+    return next(found, Path("conf") / group / f"{name}.yaml")
+
+
+def group_entry(group: str, name: str) -> DictConfig:
+    """One ``hardware``, ``system`` or ``schedule`` entry by name, checked against its schema, without composing a
+    run (a system's ``/hardware@<role>: <name>`` defaults are read too). One line on any error."""
+    path = entry_path(group, name)
+    if not path.is_file():
+        raise UserError(f"'{name}' is not a {group} config; choose one of {group_options(group)}")
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception as e:  # a YAML syntax error
+        raise UserError(f"{path}: {_one_line(e)}") from None
+    for item in raw.pop("defaults", None) or []:
+        m = re.fullmatch(r"/?hardware@(\w+)", next(iter(item), "")) if isinstance(item, dict) and len(item) == 1 else None
+        if group == "system" and m:
+            raw[m.group(1)] = OmegaConf.to_container(group_entry("hardware", str(item[m.group(0)])))
+        elif item != "_self_":
+            raise UserError(f"{path}: defaults entry {item!r}; a {group} entry may list only /hardware@<role>: <name>")
+    try:
+        return OmegaConf.merge(OmegaConf.structured(GROUP_SCHEMAS[group]), raw)
+    except Exception as e:  # a misspelt key or a value of the wrong type
+        raise UserError(f"{path}: {_one_line(e)}") from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -27,8 +70,8 @@ def _one_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     msg = lines[0] if lines else type(exc).__name__
     m = re.search(r"Could not find '(\w+)/([^']*)'", msg)
-    if m and (CONF_DIR / m.group(1)).is_dir():
-        options = sorted(p.stem for p in (CONF_DIR / m.group(1)).glob("*.yaml"))
+    if m and any((d / m.group(1)).is_dir() for d in conf_dirs()):
+        options = group_options(m.group(1))
         msg = f"'{m.group(2)}' is not a {m.group(1)} config; choose one of {options}"
     key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
     if key and key not in msg:
@@ -40,12 +83,14 @@ def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     """The resolved run config for these Hydra overrides; raises UserError with one line on any error."""
     overrides = list(overrides)
     register()
+    extra = [f"file://{d.resolve()}" for d in conf_dirs()[1:]]
+    search = [f"hydra.searchpath=[{','.join(extra)}]"] if extra else []
     if not CONF_DIR.is_dir():
         raise UserError(f"{CONF_DIR}: config directory not found (is heterospec installed from its checkout?)")
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+            cfg = compose(config_name="config", overrides=[*search, *overrides], return_hydra_config=True)
     except Exception as e:  # Hydra raises several unrelated types for user mistakes
         raise UserError(f"config error: {_one_line(e)}") from None
     finally:
@@ -96,8 +141,8 @@ def _check(cfg: DictConfig) -> None:
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", cfg.name):
         raise UserError(f"config error: name '{cfg.name}' may hold only letters, digits and _ . + -")
     for ds in cfg.datasets:
-        if not (CONF_DIR / "dataset" / f"{ds}.yaml").exists():
-            valid = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
+        if ds not in group_options("dataset"):
+            valid = group_options("dataset")
             raise UserError(f"config error: datasets lists '{ds}', which is not one of {valid}")
     if not 0.0 <= cfg.algorithm.threshold <= 1.0:
         raise UserError(f"config error: algorithm.threshold={cfg.algorithm.threshold} must lie in [0, 1]")

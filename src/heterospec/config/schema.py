@@ -107,18 +107,49 @@ class AlgorithmConfig:
 
 # ----------------------------------------------------------------------------- hardware / system
 @dataclass
+class MemoryBankConfig:
+    """One memory of an FPGA board: ``channels`` x ``channel_gbs`` (its bandwidth is their product, never stated)."""
+    type: str = MISSING              # hbm2 | hbm2e | ddr4 | lpddr4 | ...
+    gb: float = MISSING
+    channels: int = MISSING          # HBM pseudo-channels or DDR channels, one AXI port each
+    channel_gbs: float = MISSING     # peak GB/s of one channel
+
+
+@dataclass
+class FpgaConfig:
+    """An FPGA board's fabric and memories (heterospec.config.hardware.Fabric)."""
+    part: Optional[str] = None       # the vendor part number (the vendor flow's set_part)
+    dsp: int = MISSING
+    dsp_kind: str = MISSING          # dsp48e2 (UltraScale+) | dsp58 (Versal)
+    lut: Optional[int] = None        # a resource left out is reported as unchecked
+    ff: Optional[int] = None
+    bram36: Optional[int] = None
+    uram: Optional[int] = None
+    hbm: Optional[MemoryBankConfig] = None
+    ddr: Optional[MemoryBankConfig] = None
+    slrs: int = 1                    # super logic regions; the resource model takes each as an equal share
+    memory_slr: int = 0              # the SLR the memory controllers (and so the memory ports) sit in
+    sll_per_boundary: Optional[int] = None  # super-long lines between adjacent SLRs
+    slr_shell: list[dict[str, float]] = field(default_factory=list)  # per SLR: fraction the platform shell takes
+    draft_lanes: Optional[int] = None  # tokens the draft decoder advances per weight pass (bounds DFVG's tree width)
+    clocks_mhz: list[float] = field(default_factory=list)  # kernel clocks the HLS models (clock_mhz always added)
+
+
+@dataclass
 class HardwareConfig:
-    """A device's datasheet. Units: GB, GB/s, TOPS/TFLOPS, MHz, W."""
+    """A device's datasheet. Units: GB, GB/s, TOPS/TFLOPS, MHz, W. An FPGA board states its memories under
+    ``fpga`` (hbm, ddr); its memory size, type and bandwidth are derived from them, not restated."""
     name: str = MISSING
     kind: str = MISSING              # gpu | fpga | cpu | soc
-    memory_gb: float = MISSING
-    bandwidth_gbs: float = MISSING
+    memory_type: Optional[str] = None      # hbm3 | gddr6x | lpddr5 | ddr5 ... (fpga: from fpga.hbm, else fpga.ddr)
+    memory_gb: Optional[float] = None      # (fpga: derived)
+    bandwidth_gbs: Optional[float] = None  # (fpga: derived)
     peak_tflops: dict[str, float] = field(default_factory=dict)  # per precision: fp32, fp16, bf16, int8 (TOPS)
     clock_mhz: Optional[float] = None
     power_active_w: float = MISSING
     power_idle_w: float = MISSING
     power_cap_w: Optional[float] = None
-    fpga: Optional[dict[str, Any]] = None  # dsp, lut, ff, bram36, uram, hbm_channels, channel_gbs
+    fpga: Optional[FpgaConfig] = None
 
 
 @dataclass
@@ -212,7 +243,6 @@ class HlsConfig:
     name: str = MISSING
     enabled: bool = True             # quantize the draft and build/model its accelerator in this run (needs the draft)
     boards: list[str] = field(default_factory=lambda: ["u280", "v80"])  # conf/hardware names with an fpga: section
-    clocks_mhz: dict[str, Any] = field(default_factory=dict)          # per board: [MHz, ...]; its clock_mhz is always added
     design: HlsEngineConfig = field(default_factory=HlsEngineConfig)    # the reference model's engines (perf model)
     kernel: HlsEngineConfig = field(default_factory=lambda: HlsEngineConfig(rows=1, cols=16))  # the run's draft (C-sim)
     pipeline: dict[str, Any] = field(default_factory=dict)      # the design: heterospec.hls.perf.Design's fields
@@ -227,7 +257,6 @@ class HlsConfig:
     kvmu_pointer_bits: int = 16      # KVMU pointer width (max context 2^bits - 1)
     kvmu_synth_bits: list[int] = field(default_factory=lambda: [8, 16, 24, 32])  # widths synthesised with Yosys
     vendor_tools: list[str] = field(default_factory=lambda: ["tapa", "vitis_hls", "v++"])
-    dsp58_boards: list[str] = field(default_factory=lambda: ["v80"])  # Versal boards (DSP58); the others DSP48E2
 
 
 # ----------------------------------------------------------------------------- dfvg

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from omegaconf import OmegaConf
 
-from heterospec.config import CONF_DIR, compose_config
+from heterospec.config import compose_config
+from heterospec.config.hardware import System, device, link_of
 from heterospec.dfvg.traces import REPLAY_SCHEMA
 from heterospec.errors import UserError
 from heterospec.replay.engines import FastEngine
@@ -23,23 +23,14 @@ from heterospec.replay.profiles import get_profile
 from heterospec.replay.schedules.dfvg import DESIGNS, Costs, Round, dfvg
 
 
-def hardware(name: str) -> Any:
-    """A conf/hardware entry by name."""
-    path = CONF_DIR / "hardware" / f"{name}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in (CONF_DIR / "hardware").glob("*.yaml"))
-        raise UserError(f"dfvg: '{name}' is not a hardware config; choose one of {names}")
-    return OmegaConf.load(path)
-
-
-def systems(rcfg: Any) -> dict[str, dict]:
-    """The two speculative designs as SystemConfig-shaped dicts (the PRM slot holds the GPU; nothing runs there)."""
-    fpga, gpu = hardware(rcfg.fpga), hardware(rcfg.gpu)
+def systems(rcfg: Any) -> dict[str, System]:
+    """The two speculative designs (the PRM slot holds the GPU; nothing runs there)."""
+    fpga, gpu = device(rcfg.fpga), device(rcfg.gpu)
     if fpga.kind != "fpga":
         raise UserError(f"dfvg.replay.fpga='{rcfg.fpga}' is a {fpga.kind}, not an FPGA")
-    link = OmegaConf.to_container(rcfg.link)
-    return {"fpga_gpu": dict(name=f"{rcfg.fpga}+{rcfg.gpu}", draft=fpga, prm=gpu, target=gpu, link=link),
-            "gpu_only": dict(name=rcfg.gpu, draft=gpu, prm=gpu, target=gpu, link=link)}
+    link = link_of(rcfg.link, "dfvg.replay.link")
+    return {"fpga_gpu": System.pair(f"{fpga.name}+{gpu.name}", fpga, gpu, link),
+            "gpu_only": System.pair(gpu.name, gpu, gpu, link)}
 
 
 def _rounds(table: pa.Table) -> dict[tuple[str, str], list[Round]]:
@@ -67,7 +58,7 @@ def replay(rounds: pa.Table, generations: pa.Table, cfg: Any, run: str = "", per
     rows = []
     for profile_name in rcfg.profiles:
         for design, system in systems(rcfg).items():
-            sysp = SystemParams.from_config(system)
+            sysp = SystemParams.of(system)
             prof = get_profile(profile_name, system=system, models=models, perf=perf,
                                overheads=dict(cfg.replay.call_overhead_ms))
             costs = Costs(prof)
@@ -109,4 +100,4 @@ def summary(table: pa.Table) -> list[dict]:
     return [dict(zip(cols, r)) for r in rows]
 
 
-__all__ = ["DESIGNS", "replay", "summary", "systems", "hardware"]
+__all__ = ["DESIGNS", "replay", "summary", "systems"]

@@ -52,8 +52,8 @@ def open_pair(cfg: DictConfig, paths: RunPaths) -> Pair:
 
 
 def strategy(cfg: DictConfig, name: str):
-    from heterospec.dfvg.replay import hardware
-    hw = hardware(cfg.dfvg.draft_hardware)
+    from heterospec.config.hardware import device
+    hw = device(cfg.dfvg.draft_hardware, cfg)
     return make_strategy(name, cfg.dfvg, draft_lanes(hw), cfg.dfvg.draft_hardware)
 
 

@@ -83,12 +83,11 @@ class Tree(Strategy):
 
 
 def draft_lanes(hw: Any) -> int:
-    """The draft accelerator's parallel lanes (``fpga.draft_lanes`` of a hardware config)."""
-    fpga = hw.get("fpga") if hasattr(hw, "get") else None
-    lanes = (fpga or {}).get("draft_lanes")
+    """The draft accelerator's parallel lanes (``fpga.draft_lanes`` of a typed Device)."""
+    lanes = hw.fabric.draft_lanes if hw.fabric is not None else None
     if not lanes:
-        raise UserError(f"hardware '{hw.get('name')}' has no fpga.draft_lanes; DFVG's tree is bounded by it")
-    return int(lanes)
+        raise UserError(f"hardware '{hw.name}' has no fpga.draft_lanes; DFVG's tree is bounded by it")
+    return lanes
 
 
 def check_tree(tree: Any, lanes: int, hw_name: str) -> None:

@@ -9,17 +9,17 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from heterospec.config import compose_config, run_dir
+from heterospec.config import compose_config
 from heterospec.errors import UserError
+from heterospec.hls.perf_table import PERF_SCHEMA
+from heterospec.hls.tables import model_tables
 from heterospec.paths import RunPaths
 
 
 def perf_table(overrides: list[str], design: str) -> pa.Table:
     """The HLS perf table of one hls config (no weights needed: the reference models' rows)."""
-    from heterospec.hls.stage import PERF_SCHEMA, model_tables
     ov = [o for o in overrides if not o.startswith("hls=")] + [f"hls={design}"]
-    cfg = compose_config(ov)
-    return pa.Table.from_pylist(model_tables(cfg, RunPaths(run_dir(cfg)), None, ov)[0], schema=PERF_SCHEMA)
+    return pa.Table.from_pylist(model_tables(compose_config(ov), None)[0], schema=PERF_SCHEMA)
 
 
 def _shift(t: pa.Table, cols: list[str], offset: int) -> pa.Table:

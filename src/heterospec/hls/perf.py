@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
-
+from heterospec.config.hardware import Device
 from heterospec.errors import UserError
+from heterospec.precision import KV_BITS, KV_ELEMENT_BYTES, kv_bytes_per_token
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,9 @@ class Arch:
         return int(self.layers * per_layer + p.matrix_bytes(*eng["lm_head"]))
 
     def kv_bytes_per_token(self, prec: "Design | None" = None) -> int:
-        """K and V per token of context, all layers: int8 with K's fp32 scale (V's scale is static), or fp16."""
+        """K and V per token of context, all layers, at the design's ``kv_bits`` (:mod:`heterospec.precision`)."""
         p = prec or Design()
-        per_head = 2 * self.head_dim + 4 if p.kv_bits == 8 else 4 * self.head_dim
-        return self.layers * self.kv_heads * per_head
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, KV_BITS[p.kv_bits])
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class Design:
     group_size: int = 0               # int4: inputs per scale group
     scale_bytes: int = 4              # fp32 (4) or fp16 (2) scales
     kv_bits: int = 8                  # 8 (K scale per token and head) or 16 (fp16, no scales)
-    memory: str = "hbm"               # hbm | ddr: which memory section of the board the ports use
+    memory: str = "auto"              # hbm | ddr | auto (the board's HBM, else its DDR): the memory the ports use
     weight_ports: int = 16
     kv_ports: int = 4
     ports: str = "dedicated"          # dedicated: weights and KV on their own ports; shared: both on all ports
@@ -106,7 +105,7 @@ class Design:
         return d
 
     def check(self, where: str) -> None:
-        choices = {"weight_bits": (8, 4), "kv_bits": (8, 16), "memory": ("hbm", "ddr"), "scale_bytes": (2, 4),
+        choices = {"weight_bits": (8, 4), "kv_bits": (8, 16), "memory": ("hbm", "ddr", "auto"), "scale_bytes": (2, 4),
                    "ports": ("dedicated", "shared"), "engines": ("dedicated", "shared")}
         for k, ok in choices.items():
             if getattr(self, k) not in ok:
@@ -137,36 +136,37 @@ def check_parallelism(arch: Arch, rows: int, cols: int, where: str) -> None:
             raise UserError(f"{where}: rows={rows} does not divide the {name} engine's output size {o}")
 
 
-def memory(board: Any, kind: str = "hbm") -> tuple[int, float]:
-    """(channels, GB/s each) of a board's HBM or DDR; one line when the board config has none."""
-    fpga = dict(board.get("fpga") or {})
-    keys = ("hbm_channels", "channel_gbs") if kind == "hbm" else ("ddr_channels", "ddr_channel_gbs")
-    if not fpga.get(keys[0]) or not fpga.get(keys[1]):
-        raise UserError(f"hardware config '{board.get('name')}' has no {kind.upper()} figures (fpga.{keys[0]}, "
-                        f"fpga.{keys[1]}); the HLS models need them")
-    return int(fpga[keys[0]]), float(fpga[keys[1]])
+def memory_kind(board: Device, kind: str) -> str:
+    """``hbm`` or ``ddr``; ``auto``: the board's HBM when it has one, else its DDR."""
+    if kind == "auto":
+        return "hbm" if board.fabric is not None and "hbm" in board.fabric.banks else "ddr"
+    return kind
 
 
-def hbm(board: Any) -> tuple[int, float]:
+def memory(board: Device, kind: str = "hbm") -> tuple[int, float]:
+    """(channels, GB/s each) of a board's HBM or DDR (``auto``: :func:`memory_kind`); one line when it has none."""
+    bank = board.bank(memory_kind(board, kind))
+    return bank.channels, bank.channel_gbs
+
+
+def hbm(board: Device) -> tuple[int, float]:
     """(pseudo-channels, GB/s each) of a board's HBM."""
     return memory(board, "hbm")
 
 
-def port_rate(design: Design, board: Any, clock_mhz: float) -> float:
-    """Bytes per kernel cycle one port delivers: its width, capped by its channel's achievable bandwidth."""
-    _, ch_gbs = memory(board, design.memory)
-    return min(design.port_bits / 8, ch_gbs * 1e9 * design.memory_efficiency / (clock_mhz * 1e6))
+def port_rate(design: Design, board: Device, clock_mhz: float) -> float:
+    """Bytes per kernel cycle one port delivers: its width, capped by its share of the channels' achievable
+    bandwidth (more ports than channels share them through the memory interconnect)."""
+    channels, ch_gbs = memory(board, design.memory)
+    share = min(1.0, channels / (design.weight_ports + design.kv_ports))
+    return min(design.port_bits / 8, share * ch_gbs * 1e9 * design.memory_efficiency / (clock_mhz * 1e6))
 
 
-def token_cycles(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float, design: Design | dict,
+def token_cycles(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: float, design: Design | dict,
                  context: int, lm_head: bool = True) -> dict[str, float]:
     """Cycles of one decoded token at ``context`` tokens already cached, by component."""
     d = design if isinstance(design, Design) else Design.of(dict(design))
-    channels, _ = memory(board, d.memory)
     wp, kp = d.weight_ports, d.kv_ports
-    if wp + kp > channels:
-        raise UserError(f"hls.pipeline: weight_ports + kv_ports = {wp + kp} exceeds the board's {channels} "
-                        f"{d.memory.upper()} channels")
     port = port_rate(d, board, clock_mhz)
     shared = d.ports == "shared"
     w_port = (wp + kp if shared else wp) * port                 # bytes/cycle of weights
@@ -181,7 +181,8 @@ def token_cycles(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float,
     mlp_act = 2 * I                                                        # SiLU * up (or GELU), then quantise
     vec = (2 * H + (h + 2 * kv) * hd + h * hd + 2 * H + mlp_act) / lanes
     kvb = arch.kv_bytes_per_token(d) // (arch.layers * kv)                # per token per KV head
-    k_bytes, v_bytes = L * kv * (kvb - hd * d.kv_bits // 8), L * kv * hd * d.kv_bits // 8
+    elem = KV_ELEMENT_BYTES[KV_BITS[d.kv_bits]]
+    k_bytes, v_bytes = L * kv * (kvb - hd * elem), L * kv * hd * elem
     att_macs = h * L * hd
     attention = (max(att_macs / d.attention_macs, k_bytes / kv_port) + 2 * h * L / d.softmax_lanes
                  + max(att_macs / d.attention_macs, v_bytes / kv_port))
@@ -216,14 +217,14 @@ def token_cycles(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float,
     return c
 
 
-def roofline_ms(arch: Arch, board: Any, context: int, design: Design | None = None) -> float:
+def roofline_ms(arch: Arch, board: Device, context: int, design: Design | None = None) -> float:
     """Every weight and KV byte of one token read once at the board's full memory bandwidth."""
     d = design or Design()
     channels, ch_gbs = memory(board, d.memory)
     return (arch.weight_bytes(d) + (context + 1) * arch.kv_bytes_per_token(d)) / (channels * ch_gbs * 1e9) * 1e3
 
 
-def token_ms(arch: Arch, rows: int, cols: int, board: Any, clock_mhz: float, design: Design | dict, context: int,
+def token_ms(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: float, design: Design | dict, context: int,
              lm_head: bool = True) -> tuple[float, dict[str, float]]:
     """(ms per token, cycles by component), never below the roofline."""
     d = design if isinstance(design, Design) else Design.of(dict(design))

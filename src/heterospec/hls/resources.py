@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from heterospec.config.hardware import Device
 from heterospec.hls.perf import Arch, Design
 
 RESOURCES = ("dsp", "lut", "ff", "bram36", "uram")
@@ -68,11 +69,10 @@ def streams(rows: int, cols: int, d: Design, memory_slr: int) -> list[tuple[str,
 
 
 def usage(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str, max_context: int,
-          board: Any) -> dict:
+          board: Device) -> dict:
     """Totals, per-SLR use (with crossing flip-flops) and SLLs per boundary; per-SLR keys only on multi-SLR boards."""
-    fpga = dict(board.get("fpga") or {})
-    nslr = int(fpga.get("slrs") or 1)
-    mem_slr = int(fpga.get("hbm_slr") or 0)
+    fpga = board.fabric
+    nslr, mem_slr = fpga.slrs, fpga.memory_slr
     blk = blocks(arch, rows, cols, d, unit, dsp_kind, max_context, mem_slr)
     per_slr = [dict.fromkeys(RESOURCES, 0.0) for _ in range(nslr)]
     for b in blk.values():
@@ -91,12 +91,11 @@ def usage(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str
             "sll": sll, "blocks": blk}
 
 
-def fit(used: dict, board: Any, margin: dict) -> dict[str, Any]:
+def fit(used: dict, board: Device, margin: dict) -> dict[str, Any]:
     """Per resource of the whole device: available (after the shell's margin), utilisation, and whether it fits."""
-    fpga = dict(board.get("fpga") or {})
     out: dict[str, Any] = {"fits": True, "unchecked": []}
     for r in RESOURCES:
-        total = fpga.get(r)
+        total = board.fabric.total(r)
         if total is None:
             out["unchecked"].append(r)
             out[f"{r}_available"] = None
@@ -110,23 +109,23 @@ def fit(used: dict, board: Any, margin: dict) -> dict[str, Any]:
     return out
 
 
-def fit_slrs(u: dict, board: Any) -> list[dict]:
+def fit_slrs(u: dict, board: Device) -> list[dict]:
     """Per SLR: available (an equal share of the device, less the shell's share there), use and utilisation."""
-    fpga = dict(board.get("fpga") or {})
+    fpga = board.fabric
     nslr = len(u["slrs"])
     if nslr < 2:
         return []
-    shell = list(fpga.get("slr_shell") or [{}] * nslr)
-    sll_cap = fpga.get("sll_per_boundary")
+    shell = list(fpga.slr_shell or [{}] * nslr)
+    sll_cap = fpga.sll_per_boundary
     rows = []
     for i, used in enumerate(u["slrs"]):
         row: dict[str, Any] = {"slr": f"slr{i}", "fits": True, "unchecked": []}
         for r in RESOURCES:
-            if fpga.get(r) is None:
+            if fpga.total(r) is None:
                 row["unchecked"].append(r)
                 row.update({r: used[r], f"{r}_available": None, f"{r}_util": None})
                 continue
-            avail = float(fpga[r]) / nslr * (1.0 - float(dict(shell[i]).get(r, 0.0)))
+            avail = float(fpga.total(r)) / nslr * (1.0 - float(dict(shell[i]).get(r, 0.0)))
             row.update({r: used[r], f"{r}_available": avail, f"{r}_util": used[r] / avail if avail else math.inf})
             row["fits"] &= used[r] <= avail
         bits = u["sll"][i] if i < len(u["sll"]) else 0

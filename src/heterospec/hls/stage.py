@@ -19,8 +19,11 @@ import pyarrow as pa
 import torch
 
 from heterospec import stage
-from heterospec.config import compose_config
+from heterospec.config.hardware import device
 from heterospec.errors import UserError
+from heterospec.hls.perf_table import PERF_SCHEMA
+from heterospec.hls.tables import BREAKDOWN_SCHEMA, RESOURCES_SCHEMA, model_tables, read_json
+from heterospec.ids import draft_model_id
 from heterospec.paths import RunPaths
 from heterospec.store import versioned, write_parquet
 
@@ -37,40 +40,6 @@ CSIM_SCHEMA = versioned("hls_csim", 1, [
     pa.field("bit_exact", pa.bool_()),
     pa.field("wall_s", pa.float64()),
 ])
-PERF_SCHEMA = versioned("hls_perf", 2, [
-    pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("clock_mhz", pa.float64()),
-    pa.field("model", pa.string()), pa.field("context_len", pa.int32()),
-    pa.field("ms_per_token", pa.float64()),          # decode, never below the roofline
-    pa.field("prefill_ms_per_token", pa.float64()),  # ingest by decode (LM head and sampler bypassed)
-    pa.field("roofline_ms", pa.float64()),           # all weight + KV bytes at the board's full memory bandwidth
-    pa.field("bandwidth_fraction", pa.float64()),    # roofline_ms / ms_per_token: share of the memory bandwidth used
-    pa.field("cycles", pa.float64()),
-    pa.field("rows", pa.int32()), pa.field("cols", pa.int32()),
-    pa.field("weight_bytes", pa.int64()), pa.field("kv_bytes_per_token", pa.int64()),
-    pa.field("design", pa.string()),                 # the hls config's name (default, serial_u280, ...)
-    pa.field("closes", pa.bool_()),                  # the resource model's timing assumption holds at this clock
-])
-BREAKDOWN_SCHEMA = versioned("hls_breakdown", 2, [
-    pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("clock_mhz", pa.float64()),
-    pa.field("model", pa.string()), pa.field("context_len", pa.int32()),
-    pa.field("component", pa.string()),  # serial: weights | stage_latency | vector | attention | token_overhead;
-    # dataflow: weights (stream) | stall (prefetch FIFOs full) | chain (engine + activation chain beyond the stream)
-    pa.field("cycles", pa.float64()), pa.field("ms", pa.float64()),
-])
-_RES = [pa.field(f"{r}{s}", t) for r in ("dsp", "lut", "ff", "bram36", "uram")
-        for s, t in (("", pa.int64()), ("_available", pa.float64()), ("_util", pa.float64()))]
-RESOURCES_SCHEMA = versioned("hls_resources", 2, [
-    pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("model", pa.string()),
-    pa.field("design", pa.string()),
-    pa.field("slr", pa.string()),                   # "device" (whole part, shell margin) or slr0, slr1, ...
-    pa.field("rows", pa.int32()), pa.field("cols", pa.int32()), *_RES,
-    pa.field("sll", pa.int64()),                    # slrN: bits crossing the boundary above SLR N
-    pa.field("sll_util", pa.float64()),
-    pa.field("fits", pa.bool_()),
-    pa.field("timing", pa.string()),                # device row: per modelled clock, closes or the ceiling broken
-    pa.field("unchecked", pa.string()),             # resources the board config gives no total for
-    pa.field("estimated", pa.string()),             # what the numbers are: per-unit estimates, not synthesis
-])
 KVMU_SCHEMA = versioned("kvmu_synth", 1, [
     pa.field("run", pa.string()), pa.field("pointer_bits", pa.int32()), pa.field("max_context", pa.int64()),
     pa.field("lut", pa.int32()), pa.field("ff", pa.int32()), pa.field("carry", pa.int32()),
@@ -79,35 +48,12 @@ KVMU_SCHEMA = versioned("kvmu_synth", 1, [
 ])
 
 
-def board_config(overrides: list[str], board: str):
-    """A hardware config (conf/hardware/<board>.yaml) composed with the run's overrides."""
-    return compose_config([*overrides, f"hardware@system.draft={board}"]).system.draft
-
-
-def clocks(cfg, board_cfg) -> list[float]:
-    cl = [float(c) for c in cfg.hls.clocks_mhz.get(board_cfg.name, [])]
-    if board_cfg.clock_mhz is not None and float(board_cfg.clock_mhz) not in cl:
-        cl.append(float(board_cfg.clock_mhz))
-    return sorted(cl)
-
-
-def draft_key(cfg) -> str:
-    from heterospec.replay.hls import draft_model_key
-    return draft_model_key(cfg.models)
-
-
-def _read_json(path: Path, what: str) -> dict:
-    if not Path(path).is_file():
-        raise UserError(f"{path}: {what} not found; run the earlier stage first")
-    return json.loads(Path(path).read_text())
-
-
 # ----------------------------------------------------------------------------- commands
-def codegen(cfg, paths: RunPaths, board: str, export: Path, out: Path, overrides) -> dict:
+def codegen(cfg, paths: RunPaths, board: str, export: Path, out: Path) -> dict:
     from heterospec.hls.codegen import generate
     from heterospec.hls.perf import Design, memory
     d = Design.of(dict(cfg.hls.pipeline))
-    memory(board_config(overrides, board), d.memory)
+    memory(device(board, cfg), d.memory)
     m = generate(Path(export).parent, out, board, cfg.hls.kernel.rows, cfg.hls.kernel.cols, cfg.hls.kvmu_pointer_bits,
                  d.port_bits, d.dataflow, d.prefetch_words)
     print(f"[hls] {board}: kernel sources in {Path(out).parent} ({m['int8_bytes']:,} int8 weight bytes, "
@@ -124,7 +70,7 @@ def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -
     from heterospec.tasks.synthetic import held_out_problems
 
     torch.set_num_threads(1)
-    man = _read_json(kernel, "kernel manifest")
+    man = read_json(kernel, "kernel manifest")
     src = Path(kernel).parent
     build = Path(out).parent / "csim_build"
     shutil.rmtree(build, ignore_errors=True)
@@ -151,58 +97,8 @@ def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -
     return rows
 
 
-def model_tables(cfg, paths: RunPaths, export: Path | None, overrides,
-                 draft_arch: dict | None = None) -> tuple[list, list, list]:
-    """Perf, breakdown and resource rows for every board x clock x model x context: the reference models with
-    the ``design`` engines, the run's draft (its export's shape, or ``draft_arch``) with the ``kernel`` ones."""
-    from heterospec.hls.perf import Arch, Design, check_parallelism, roofline_ms, token_ms
-    from heterospec.hls.resources import closes, fit, fit_slrs, usage
-    h = cfg.hls
-    design, unit = Design.of(dict(h.pipeline)), dict(h.resources)
-    models = {name: (Arch.of(dict(shape)), h.design.rows, h.design.cols) for name, shape in h.reference_models.items()}
-    if export is not None:
-        draft_arch = _read_json(export, "W8A8 export manifest")["arch"]
-    if draft_arch is not None and draft_key(cfg) not in models:
-        models[draft_key(cfg)] = (Arch.of(draft_arch), h.kernel.rows, h.kernel.cols)
-    for name, (arch, r, c) in models.items():
-        check_parallelism(arch, r, c, f"hls.{'design' if name in h.reference_models else 'kernel'} ({name})")
-    perf, breakdown, res = [], [], []
-    estimated = "estimated from per-unit costs (hls.resources) and stated placement; not a synthesis report"
-    for board in h.boards:
-        bcfg = board_config(overrides, board)
-        dsp_kind = "dsp58" if board in h.dsp58_boards else "dsp48e2"
-        for name, (arch, r, c) in models.items():
-            u = usage(arch, r, c, design, unit, dsp_kind, int(cfg.quantize.rope_positions), bcfg)
-            f = fit(u["total"], bcfg, dict(h.shell_margin))
-            slrs = fit_slrs(u, bcfg)
-            timing = {clk: closes(slrs, f, dict(h.timing), clk) for clk in clocks(cfg, bcfg)}
-            base = {"run": cfg.name, "board": board, "model": name, "design": h.name, "rows": r, "cols": c,
-                    "estimated": estimated}
-            res.append({**base, "slr": "device", **u["total"], **{k: v for k, v in f.items() if k != "unchecked"},
-                        "fits": f["fits"] and all(s["fits"] for s in slrs), "sll": sum(u["sll"]), "sll_util": None,
-                        "timing": "; ".join(f"{k:g} MHz: {v[1]}" for k, v in timing.items()),
-                        "unchecked": ",".join(f["unchecked"])})
-            res += [{**base, **{k: v for k, v in s.items() if k != "unchecked"}, "timing": None,
-                     "unchecked": ",".join(s["unchecked"])} for s in slrs]
-            for clk in clocks(cfg, bcfg):
-                for L in h.contexts:
-                    ms, cyc = token_ms(arch, r, c, bcfg, clk, design, int(L))
-                    pre, _ = token_ms(arch, r, c, bcfg, clk, design, int(L), lm_head=False)
-                    roof = roofline_ms(arch, bcfg, int(L), design)
-                    perf.append({"run": cfg.name, "board": board, "clock_mhz": clk, "model": name,
-                                 "context_len": int(L), "ms_per_token": ms, "prefill_ms_per_token": pre,
-                                 "roofline_ms": roof, "bandwidth_fraction": roof / ms, "cycles": sum(cyc.values()),
-                                 "rows": r, "cols": c, "weight_bytes": arch.weight_bytes(design),
-                                 "kv_bytes_per_token": arch.kv_bytes_per_token(design), "design": h.name,
-                                 "closes": timing[clk][0]})
-                    breakdown += [{"run": cfg.name, "board": board, "clock_mhz": clk, "model": name,
-                                   "context_len": int(L), "component": k, "cycles": v, "ms": v / (clk * 1e3)}
-                                  for k, v in cyc.items()]
-    return perf, breakdown, res
-
-
-def model(cfg, paths, export, perf_out, breakdown_out, res_out, overrides) -> None:
-    perf, breakdown, res = model_tables(cfg, paths, export, overrides)
+def model(cfg, export, perf_out, breakdown_out, res_out) -> None:
+    perf, breakdown, res = model_tables(cfg, export)
     write_parquet(perf, perf_out, PERF_SCHEMA)
     write_parquet(breakdown, breakdown_out, BREAKDOWN_SCHEMA)
     write_parquet(res, res_out, RESOURCES_SCHEMA)
@@ -237,8 +133,8 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
     found = {t: shutil.which(t) for t in cfg.hls.vendor_tools}
     status = {"board": board, "tools_searched": list(cfg.hls.vendor_tools), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     src = Path(kernel).parent
-    _read_json(kernel, "kernel manifest")
-    key = draft_key(cfg)
+    read_json(kernel, "kernel manifest")
+    key = draft_model_id(cfg.models)
     fits = [r["fits"] for r in pq.read_table(res_path).to_pylist() if r["board"] == board and r["model"] == key] \
         if Path(res_path).exists() else []
     if fits and not fits[0]:
@@ -249,10 +145,13 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
     elif found.get("vitis_hls"):
         work = Path(out).parent / "vitis_hls"
         work.mkdir(parents=True, exist_ok=True)
-        part = dict(board_config([], board).fpga or {}).get("part", "xcu280-fsvh2892-2L-e")
+        dev = device(board, cfg)
+        if dev.fabric is None or not dev.fabric.part:
+            raise UserError(f"{dev.where}: no fpga.part; the vendor flow needs the board's part number")
+        part = dev.fabric.part
         tcl = (f"open_project -reset draft\nset_top draft_step\nadd_files {src.resolve()}/draft_kernel.cpp "
                f"-cflags \"-I{src.resolve()} -DHS_USE_VENDOR\"\nopen_solution -reset sol\nset_part {part}\n"
-               f"create_clock -period {1000.0 / clocks(cfg, board_config([], board))[0]:.3f}\ncsynth_design\nexit\n")
+               f"create_clock -period {1000.0 / dev.kernel_clocks()[0]:.3f}\ncsynth_design\nexit\n")
         (work / "run.tcl").write_text(tcl)
         r = subprocess.run([found["vitis_hls"], "-f", "run.tcl"], cwd=work, capture_output=True, text=True)
         status.update(status="ok" if r.returncode == 0 else "failed", tool="vitis_hls", returncode=r.returncode,
@@ -285,12 +184,12 @@ def main(argv: list[str]) -> None:
     export = args.export or paths.quantized_draft
     kernel = args.kernel or (paths.hls_codegen(args.board) if args.board else None)
     if args.command == "codegen":
-        codegen(cfg, paths, args.board, export, args.out or paths.hls_codegen(args.board), args.overrides)
+        codegen(cfg, paths, args.board, export, args.out or paths.hls_codegen(args.board))
     elif args.command == "csim":
         csim(cfg, paths, args.board, kernel, args.out or paths.hls_csim(args.board), args.overrides)
     elif args.command == "model":
-        model(cfg, paths, export if Path(export).exists() else None, args.out or paths.hls_perf,
-              args.breakdown or paths.hls_breakdown, args.resources or paths.hls_resources, args.overrides)
+        model(cfg, export if Path(export).exists() else None, args.out or paths.hls_perf,
+              args.breakdown or paths.hls_breakdown, args.resources or paths.hls_resources)
     elif args.command == "kvmu":
         kvmu(cfg, paths, args.out or paths.kvmu_synth)
     elif args.command == "buys":

@@ -14,7 +14,8 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from heterospec.errors import UserError
 from heterospec.replay.importer import TARGET_TRACE_MODES
-from heterospec.replay.profiles import PAPER_PROFILES, LatencyProfile, get_profile
+from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.paper import PAPER_PROFILES, paper_profile
 from heterospec.store.parquet import versioned, write_parquet
 
 SEMANTICS = ("v12", "v11")
@@ -217,7 +218,7 @@ def replay_table(events: pa.Table, semantics: str | None = None, profile: str | 
             return profile
         name = profile or DEFAULT_PROFILE[sem]
         if name not in cache:
-            cache[name] = get_profile(name)
+            cache[name] = paper_profile(name)
         return cache[name]
 
     rows = []

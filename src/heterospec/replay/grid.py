@@ -10,14 +10,16 @@ from heterospec.replay import des
 from heterospec.replay.engines import make_engine
 from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.problem import Problem, problems_from_steps
-from heterospec.replay.profiles import LatencyProfile, get_profile
+from heterospec.config.hardware import System
+from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.profiles import get_profile
 from heterospec.replay.system import Ctx, SystemParams
 
 
-def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules: Iterable[Any],
-             profile: str | LatencyProfile | Callable[[Any], LatencyProfile] = "paper_v12",
+def simulate(steps: pa.Table | list[Problem], systems: Iterable[System | SystemParams], schedules: Iterable[Any],
+             profile: str | LatencyProfile | Callable[[System], LatencyProfile] = "paper_v12",
              engine: str = "fast", workers: int = 1, run: str = "", recorded: bool | None = None) -> pa.Table:
-    """Every problem x system x schedule. ``systems``: SystemConfig-like objects or SystemParams; ``schedules``:
+    """Every problem x system x schedule. ``systems``: typed Systems (heterospec.config.hardware) or SystemParams; ``schedules``:
     names or ScheduleConfig-like objects; ``profile``: a name, a profile, or ``profile(system) -> profile`` for
     profiles that depend on the system's hardware. ``workers`` > 1 splits the grid over forked processes (same
     rows, same order). ``run`` fills the run column. ``recorded``: rejected steps' target work as the trace
@@ -28,7 +30,7 @@ def simulate(steps: pa.Table | list[Problem], systems: Iterable[Any], schedules:
     make_engine(engine)
     jobs: list[tuple[Ctx, Any, list[Problem], str]] = []
     for system in systems:
-        sysp = system if isinstance(system, SystemParams) else SystemParams.from_config(system)
+        sysp = system if isinstance(system, SystemParams) else SystemParams.of(system)
         if isinstance(profile, LatencyProfile):
             prof = profile
         elif callable(profile):

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from heterospec.errors import UserError
-from heterospec.replay.profiles import LatencyProfile
+from heterospec.replay.latency import LatencyProfile
 from heterospec.replay.steps import CALLS_SCHEMA
 from heterospec.store.parquet import read_parquet, versioned, write_parquet
 

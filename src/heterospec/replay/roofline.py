@@ -17,9 +17,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from heterospec.errors import UserError
-from heterospec.replay.profiles import LatencyProfile
-from heterospec.replay.shapes import WEIGHT_BYTES, ModelShape, model_shape, precision
+from heterospec.config.hardware import ROLES, Device, System
+from heterospec.replay.latency import LatencyProfile
+from heterospec.precision import WEIGHT_BYTES
+from heterospec.replay.shapes import ModelShape, model_shape, precision
 
 # Fixed cost of one forward pass by device kind (ms): kernel launches / the FPGA's command queue. Assumed, not
 # measured; overridable per kind in the replay config (replay.call_overhead_ms).
@@ -36,15 +37,9 @@ class Roofline:
     overhead_ms: float
 
     @classmethod
-    def of(cls, shape: ModelShape, prec: str, hw: Any, overhead_ms: float, who: str) -> "Roofline":
-        peaks = dict(_get(hw, "peak_tflops") or {})
-        if prec not in peaks:
-            raise UserError(f"hardware '{_get(hw, 'name')}' has no peak_tflops.{prec}, which the roofline profile "
-                            f"needs for the {who} ({prec}); add it to conf/hardware or change the model's precision")
-        bw = _get(hw, "bandwidth_gbs")
-        if not bw or bw <= 0:
-            raise UserError(f"hardware '{_get(hw, 'name')}' has no bandwidth_gbs, which the roofline profile needs")
-        bw_bytes_ms, peak_flop_ms = float(bw) * 1e6, float(peaks[prec]) * 1e9   # per millisecond
+    def of(cls, shape: ModelShape, prec: str, hw: Device, overhead_ms: float, who: str) -> "Roofline":
+        peak = hw.peak(prec, f"roofline profile for the {who} ({prec})")
+        bw_bytes_ms, peak_flop_ms = hw.memory.bandwidth_gbs * 1e6, peak * 1e9   # per millisecond
         return cls(weight_ms=shape.matmul_params * WEIGHT_BYTES[prec] / bw_bytes_ms,
                    kv_ms=shape.kv_bytes_per_token(prec) / bw_bytes_ms,
                    flop_ms=2 * shape.matmul_params / peak_flop_ms,
@@ -89,43 +84,30 @@ def _linsum(a: float, b: float, lo: int, hi: int) -> float:
     return k * a + b * (lo + hi) * k / 2
 
 
-def _get(o: Any, key: str, default=None):
-    if isinstance(o, dict):
-        return o.get(key, default)
-    try:
-        return o[key] if not hasattr(o, "__dataclass_fields__") else getattr(o, key)
-    except (KeyError, AttributeError, TypeError):
-        return getattr(o, key, default)
-
-
 class RooflineProfile(LatencyProfile):
     """Latency from the system's hardware configs and the run's models (shape and precision)."""
 
     context_includes_prompt = True
 
-    def __init__(self, system: Any, models: Any, overheads: dict | None = None, checkpoints: dict | None = None,
+    def __init__(self, system: System, models: Any, overheads: dict | None = None, checkpoints: dict | None = None,
                  name: str = "roofline", prefix_cache: bool = True):
         self.name = name
         self.prefix_cache = prefix_cache
         over = {**CALL_OVERHEAD_MS, **(overheads or {})}
         self.shapes: dict[str, ModelShape] = {}
         self.devices: dict[str, Roofline] = {}
-        for role in ("draft", "prm", "target"):
-            hw = _get(system, role)
-            if hw is None:
-                raise UserError(f"system '{_get(system, 'name')}' has no {role} device")
+        for role in ROLES:
+            hw = system.devices[role]
             shape = model_shape(role, models[role], (checkpoints or {}).get(role))
-            kind = str(_get(hw, "kind") or "gpu")
-            prec = "int8" if (role == "draft" and kind == "fpga") else precision(role, models[role])
+            prec = "int8" if (role == "draft" and hw.kind == "fpga") else precision(role, models[role])
             self.shapes[role] = shape
-            self.devices[role] = Roofline.of(shape, prec, hw, over.get(kind, 0.0), role)
+            self.devices[role] = Roofline.of(shape, prec, hw, over.get(hw.kind, 0.0), role)
             if role == "draft":
                 self.draft_kv_bytes_per_token = shape.kv_bytes_per_token(prec)
                 draft_shape = shape
         # T1's disaggregated prefill: the draft model's prompt prefill on the target's GPU, in the draft's own dtype
-        tgt_hw = _get(system, "target")
-        self.draft_on_target = Roofline.of(draft_shape, precision("draft", models["draft"]), tgt_hw,
-                                           over.get(str(_get(tgt_hw, "kind") or "gpu"), 0.0), "draft's prefill")
+        self.draft_on_target = Roofline.of(draft_shape, precision("draft", models["draft"]), system.target,
+                                           over.get(system.target.kind, 0.0), "draft's prefill")
 
     def draft_decode(self, kv: int, n: int) -> float:
         return self.devices["draft"].decode(kv, n)

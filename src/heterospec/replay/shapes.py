@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from heterospec.errors import UserError
+from heterospec.precision import kv_bytes_per_token
 
-# Bytes per weight for each precision; ``int8`` is the W8A8 export (scales are negligible).
-WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 DTYPE_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -61,8 +60,8 @@ class ModelShape:
         return self.layers * self.layer_params + head
 
     def kv_bytes_per_token(self, precision: str) -> int:
-        """K and V of one token over all layers; the cache is 16-bit unless the model runs in fp32."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * (4 if precision == "fp32" else 2)
+        """K and V of one token over all layers, in the model's precision (:mod:`heterospec.precision`)."""
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, precision)
 
     @property
     def attn_flops_per_ctx(self) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from heterospec.config import compose_config
+from heterospec.config import compose_config, hardware
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
@@ -64,7 +64,7 @@ def system_configs(cfg: Any, overrides: list[str]) -> list[Any]:
     """The ``replay.systems`` entries composed with the run's overrides (an unknown name is one line)."""
     out = []
     for name in cfg.replay.systems:
-        out.append(cfg.system if cfg.system.name == name else compose_config([*overrides, f"system={name}"]).system)
+        out.append(hardware.system(name, cfg))
     return out
 
 
@@ -93,7 +93,7 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
         from heterospec.replay.validate import measured_profile
         prof = measured_profile(cfg, paths)
         return lambda system: prof
-    if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (profiles.DRAFT_MS_PER_TOKEN)
+    if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (paper.DRAFT_MS_PER_TOKEN)
         return lambda system: get_profile(name, system=system)
     checkpoints = {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
     kw = dict(models=cfg.models, overheads=dict(cfg.replay.call_overhead_ms), checkpoints=checkpoints,

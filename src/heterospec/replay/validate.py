@@ -188,7 +188,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     With ``fit_on`` (a trace set) the fit sees only that set's sequential calls, the others are held out, and
     nothing is written (the run's saved fit and validation stay those of the full fit)."""
     from heterospec.tables import format_table
-    from heterospec.config import compose_config
+    from heterospec.config import hardware
     from heterospec.replay.grid import simulate
     from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
@@ -206,7 +206,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
                         for r in fit.to_pylist()]))
     prof = MeasuredProfile.from_fit(fit)
     sysname = cfg.replay.validate_system
-    system = cfg.system if cfg.system.name == sysname else compose_config([*overrides, f"system={sysname}"]).system
+    system = hardware.system(sysname, cfg)
     rows = []
     for (ts, ex), t in sorted(calls.items()):
         if ex != "sequential":

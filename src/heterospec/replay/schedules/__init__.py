@@ -76,8 +76,8 @@ _CACHE: dict[str, Schedule] = {}
 
 
 def schedule_names() -> list[str]:
-    from heterospec.config import CONF_DIR
-    return sorted(p.stem for p in (CONF_DIR / "schedule").glob("*.yaml"))
+    from heterospec.config import group_options
+    return group_options("schedule")
 
 
 def get_schedule(spec: str | Any) -> Schedule:
@@ -85,15 +85,8 @@ def get_schedule(spec: str | Any) -> Schedule:
     if not isinstance(spec, str):
         return spec if isinstance(spec, Schedule) else Schedule.from_config(spec)
     if spec not in _CACHE:
-        from omegaconf import OmegaConf
-        from heterospec.config import CONF_DIR
-        from heterospec.config.schema import ScheduleConfig
-        path = CONF_DIR / "schedule" / f"{spec}.yaml"
-        if not path.is_file():
+        from heterospec.config import group_entry
+        if spec not in schedule_names():
             raise UserError(f"unknown schedule '{spec}'; choose one of {schedule_names()}")
-        try:
-            cfg = OmegaConf.merge(OmegaConf.structured(ScheduleConfig), OmegaConf.load(path))
-        except Exception as e:  # a misspelt switch in the file
-            raise UserError(f"{path}: {str(e).splitlines()[0]}") from None
-        _CACHE[spec] = Schedule.from_config(cfg)
+        _CACHE[spec] = Schedule.from_config(group_entry("schedule", spec))
     return _CACHE[spec]
