@@ -14,6 +14,7 @@ from typing import Any
 
 from heterospec.config.hardware import Device
 from heterospec.hls.perf import Arch, Design
+from heterospec.ids import clock_khz
 
 RESOURCES = ("dsp", "lut", "ff", "bram36", "uram")
 
@@ -138,7 +139,7 @@ def fit_slrs(u: dict, board: Device) -> list[dict]:
 def closes(slr_rows: list[dict], total_row: dict, timing: dict, clock_mhz: float) -> tuple[bool, str]:
     """Whether the model says the design closes timing at ``clock_mhz``, and why not (the first ceiling broken).
     Ceilings are per clock (``hls.timing``); a clock with none stated is reported as unknown."""
-    ceil = next((dict(v) for k, v in timing.items() if abs(float(k) - clock_mhz) < 1e-6), None)
+    ceil = next((dict(v) for k, v in timing.items() if clock_khz(float(k)) == clock_khz(clock_mhz)), None)
     if ceil is None:
         return False, f"no timing assumption stated for {clock_mhz:g} MHz"
     for row in slr_rows or [total_row]:

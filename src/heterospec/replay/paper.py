@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from heterospec.config.hardware import Device, System, device
 from heterospec.errors import UserError
 from heterospec.replay.latency import LatencyProfile
 
@@ -104,17 +105,27 @@ class PaperProfile(LatencyProfile):
 
 PAPER_PROFILES = {"paper_v12": PAPER_V12, "paper_v11": PAPER_V11, "paper_v11_config2": PAPER_V11_CONFIG2}
 
-# The draft's ms per generated token (α_d) by the draft device's hardware config (docs/replay.md, "Draft prices"):
-# u280: the artifact's config1.json; rtx3090: the artifact's measured BBeam1 Config1 runs (AE_alg reference_runs:
-# draft_time / draft_tokens over its four datasets, 11,131.5 s / 1,214,124 tokens); v80: not priced by the artifact,
-# the U280's scaled by HBM bandwidth (460 / 820 GB/s; a memory-bound decode). Other devices keep the constants' α_d.
-DRAFT_MS_PER_TOKEN = {"u280": 5.74, "rtx3090": 9.168, "v80": 5.74 * 460 / 820}
+# The draft's measured ms per generated token (α_d) by the draft device's hardware config (docs/replay.md, "Draft
+# prices"): u280: the artifact's config1.json; rtx3090: the artifact's measured BBeam1 Config1 runs (AE_alg
+# reference_runs: draft_time / draft_tokens over its four datasets, 11,131.5 s / 1,214,124 tokens).
+DRAFT_MS_PER_TOKEN = {"u280": 5.74, "rtx3090": 9.168}
+SCALED_FROM = "u280"   # an FPGA draft the artifact does not price (v80): this one's price scaled by memory bandwidth
 
 
-def paper_profile(name: str, system=None) -> PaperProfile:
-    """Paper profile ``name``, with the draft's price for ``system``'s draft device (a typed System, or None)."""
+def draft_price(draft: Device) -> float | None:
+    """α_d for a draft device: measured, or for another FPGA the U280's scaled by memory bandwidth (a memory-bound
+    decode; v80: 5.74 x 460 / 820); None (the constants' own) for any other device."""
+    if draft.name in DRAFT_MS_PER_TOKEN:
+        return DRAFT_MS_PER_TOKEN[draft.name]
+    if draft.kind != "fpga":
+        return None
+    return DRAFT_MS_PER_TOKEN[SCALED_FROM] * device(SCALED_FROM).memory.bandwidth_gbs / draft.memory.bandwidth_gbs
+
+
+def paper_profile(name: str, system: System | None = None) -> PaperProfile:
+    """Paper profile ``name``, with the draft's price for ``system``'s draft device (no system: the constants')."""
     if name not in PAPER_PROFILES:
         raise UserError(f"unknown paper profile '{name}'; choose one of {sorted(PAPER_PROFILES)}")
     c = PAPER_PROFILES[name]
-    price = DRAFT_MS_PER_TOKEN.get(system.draft.name) if system is not None else None
+    price = draft_price(system.draft) if system is not None else None
     return PaperProfile(name, c if price is None else replace(c, draft_alpha=price))

@@ -93,7 +93,7 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
         from heterospec.replay.validate import measured_profile
         prof = measured_profile(cfg, paths)
         return lambda system: prof
-    if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (paper.DRAFT_MS_PER_TOKEN)
+    if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (paper.draft_price)
         return lambda system: get_profile(name, system=system)
     checkpoints = {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
     kw = dict(models=cfg.models, overheads=dict(cfg.replay.call_overhead_ms), checkpoints=checkpoints,
