@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from heterospec.errors import UserError
 
-WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}     # per weight; int8's row scales are priced by the HLS model
+WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}     # per weight (int8's row scales: the HLS model's)
 KV_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}  # per K or V element
 KV_SCALE_BYTES = {"fp32": 0, "fp16": 0, "bf16": 0, "int8": 4}    # per token and KV head: int8 K's fp32 scale
 KV_BITS = {16: "fp16", 8: "int8"}                                 # hls.pipeline.kv_bits -> precision

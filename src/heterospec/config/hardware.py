@@ -195,7 +195,8 @@ class System:
             devices[role] = Device.of(d[role])
         link = link_of(d.get("link") or {}, f"{where} link")
         return cls(name=name, devices=devices, link=link,
-                   torch_devices={str(k): str(v) for k, v in (d.get("torch_devices") or dict.fromkeys(ROLES, "cpu")).items()},
+                   torch_devices={str(k): str(v) for k, v in (d.get("torch_devices") or {}).items()}
+                   or dict.fromkeys(ROLES, "cpu"),
                    yields_to={str(k): str(v) for k, v in (d.get("yields_to") or {}).items()})
 
     @classmethod
@@ -225,7 +226,8 @@ def system(name: str, cfg: Any = None) -> System:
 def link_of(node: Any, where: str) -> Link:
     """A Link from a LinkConfig node (``where`` names it in errors)."""
     d = _plain(node)
-    return Link(name=str(d.get("name", Link.name)), bandwidth_gbs=_opt(d, "bandwidth_gbs", where, float, Link.bandwidth_gbs),
+    return Link(name=str(d.get("name", Link.name)),
+                bandwidth_gbs=_opt(d, "bandwidth_gbs", where, float, Link.bandwidth_gbs),
                 latency_us=_opt(d, "latency_us", where, float, Link.latency_us))
 
 

@@ -71,7 +71,8 @@ def perf_curve(table: pa.Table, key: PerfKey, where: str = "HLS perf table") -> 
     of_model = [r for r in on_board if r["model"] == key.model]
     if not of_model:
         raise UserError(f"{where}: no rows for board '{key.board}' and draft model '{key.model}'")
-    at_clock = sorted((r for r in of_model if clock_khz(r["clock_mhz"]) == key.clock_khz), key=lambda r: r["context_len"])
+    at_clock = sorted((r for r in of_model if clock_khz(r["clock_mhz"]) == key.clock_khz),
+                      key=lambda r: r["context_len"])
     if not at_clock:
         raise UserError(f"{where}: no rows for '{key.board}' at its configured {key.clock_khz / 1000} MHz "
                         f"(clocks: {sorted({r['clock_mhz'] for r in of_model})}); set hardware clock_mhz to one")

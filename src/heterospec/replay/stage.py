@@ -61,7 +61,7 @@ def import_stage(cfg: Any, paths: RunPaths, trace_set: str) -> pa.Table:
 
 
 def system_configs(cfg: Any, overrides: list[str]) -> list[Any]:
-    """The ``replay.systems`` entries composed with the run's overrides (an unknown name is one line)."""
+    """``replay.systems`` as typed Systems (the run's own with its overrides); an unknown name is one line."""
     out = []
     for name in cfg.replay.systems:
         out.append(hardware.system(name, cfg))
