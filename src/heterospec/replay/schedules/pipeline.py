@@ -121,11 +121,16 @@ class Pipeline:
         return self.p.target(kvt, self.prob.t[i], self.tc.read(kvt))
 
     def ingest_ms(self, i: int) -> float:
-        """The draft ingests the target's step; after a backtrack, without a rollback of its KV cache, it rebuilds
-        its whole context (prompt included) from scratch."""
+        """The draft ingests the target's step; after a backtrack it first restores the anchor's context."""
+        prob = self.prob
+        if prob.outcome[i] == "backtrack":
+            return self.restore_ms(i)
+        return self.p.draft_ingest(prob.kvt[i], prob.t[i])
+
+    def restore_ms(self, i: int) -> float:
+        """After a backtrack, without a rollback of its KV cache, the draft rebuilds its whole context (prompt
+        included) and the target's step from scratch."""
         prob, p = self.prob, self.p
-        if prob.outcome[i] != "backtrack":
-            return p.draft_ingest(prob.kvt[i], prob.t[i])
         prompt = 0 if p.context_includes_prompt else prob.prompt
         return p.draft_prefill(0, prompt + prob.kvt[i] + prob.t[i])
 
