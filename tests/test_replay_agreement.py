@@ -173,15 +173,15 @@ def test_a_rewrite_resumes_only_a_prefetch_of_its_own_context(u280):
 
 def test_a_deeper_look_ahead_is_a_named_option(u280):
     """draft_lookahead: the draft may run that many steps ahead of the PRM's verdicts (the paper's pipelining: 1)."""
-    from dataclasses import replace
-    from heterospec.replay.schedules import get_schedule
+    from omegaconf import OmegaConf
+    from heterospec.config import group_entry
     kv = [1000 + 5 * j for j in range(6)]   # short drafts after a long context: the PRM is the bottleneck
     prob = Problem("s", "p", 0, ["accept"] * 6, [5] * 6, [0] * 6, kv, kv, [k + 5 for k in kv])
     ctx = Ctx(get_profile("paper_v12", system=u280), SystemParams.of(u280))
-    base = get_schedule("hetero")
+    base = group_entry("schedule", "hetero")
     draft_ends = {}
     for k in (1, 2, 6):
-        _, ops = simulate_problem(prob, replace(base, draft_lookahead=k), ctx)
+        _, ops = simulate_problem(prob, OmegaConf.merge(base, {"draft_lookahead": k}), ctx)
         verdicts = [o.end for o in ops if o.kind == "verify"]
         drafts = [o for o in ops if o.kind == "draft"]
         # draft j starts no earlier than the verdict on step j - 1 - k

@@ -6,6 +6,7 @@ Snakefile call, so the command line, Snakemake and a test all see the same confi
 from __future__ import annotations
 
 import hashlib
+from dataclasses import is_dataclass
 import os
 import re
 from pathlib import Path
@@ -58,7 +59,8 @@ def group_entry(group: str, name: str) -> DictConfig:
         elif item != "_self_":
             raise UserError(f"{path}: defaults entry {item!r}; a {group} entry may list only /hardware@<role>: <name>")
     try:
-        return OmegaConf.merge(OmegaConf.structured(GROUP_SCHEMAS[group]), raw)
+        schema = GROUP_SCHEMAS[group]   # a schedule is a plain mapping: its mechanisms check it when it is loaded
+        return OmegaConf.merge(OmegaConf.structured(schema) if is_dataclass(schema) else OmegaConf.create({}), raw)
     except Exception as e:  # a misspelt key or a value of the wrong type
         raise UserError(f"{path}: {_one_line(e)}") from None
 

@@ -174,15 +174,10 @@ class SystemConfig:
 
 
 # ----------------------------------------------------------------------------- schedule
-@dataclass
-class ScheduleConfig:
-    name: str = MISSING
-    prefetch: bool = False           # target prefetches the step while draft + PRM work (T2)
-    partial_cache: bool = False      # reuse partial target outputs by prefix
-    draft_pipeline: bool = False     # draft the next step while the PRM scores this one
-    shadow_sync: bool = False        # draft ingests target tokens while the target refines (T1)
-    disaggregated_prefill: bool = False  # draft's prompt prefilled on the target GPU, KV state moved once (T1)
-    draft_lookahead: int = 1         # with draft_pipeline: steps the draft may run ahead of the PRM's verdicts
+# A schedule (conf/schedule/<name>.yaml) is its name plus, per mechanism of the replay, `<mechanism>: true|false`
+# and the options that mechanism declares. The mechanisms declare them (heterospec.replay.schedules.mechanisms,
+# one module each) and check a schedule when the replay loads it, so a new mechanism needs no field here.
+ScheduleConfig = dict[str, Any]
 
 
 # ----------------------------------------------------------------------------- collect
@@ -343,7 +338,6 @@ def register() -> None:
     cs.store(group="algorithm", name="schema", node=AlgorithmConfig)
     cs.store(group="hardware", name="schema", node=HardwareConfig)
     cs.store(group="system", name="schema", node=SystemConfig)
-    cs.store(group="schedule", name="schema", node=ScheduleConfig)
     cs.store(group="hls", name="schema", node=HlsConfig)
     cs.store(group="replay", name="schema", node=ReplayConfig)
     cs.store(group="dfvg", name="schema", node=DfvgConfig)

@@ -1,75 +1,84 @@
 """Schedule policies: how one problem's steps become operations on the draft, PRM and target devices and the link.
 
-A schedule is a set of switches (``ScheduleConfig``: prefetch, partial_cache, draft_pipeline with its
-draft_lookahead, shadow_sync, disaggregated_prefill), named by its file in ``conf/schedule/`` (``sequential``,
-``step_ahead``, ``hetero``, ``prefetch_only``). With every switch off the policy is :mod:`.sequential`, the 3-GPU
-baseline; otherwise :mod:`.pipelined` composes the mechanisms (:mod:`.mechanisms`) the switches turn on. A policy is ``policy(problem, ctx, engine)``
-(see :mod:`heterospec.replay.des`). Policies track the target's and the PRM's caches (:class:`Cached`) and pass
-each call's ``new`` tokens to the profile, which charges them when it models a prefix cache.
+A schedule is a file in ``conf/schedule/`` (``sequential``, ``step_ahead``, ``prefetch_only``, ``hetero``) that
+names the mechanisms it turns on (``prefetch: true``) and sets their options (``draft_lookahead: 1``). The policy
+is the step loop of :mod:`.pipeline` (all mechanisms off: the 3-GPU baseline) with those mechanisms mixed in, one
+module each in :mod:`.mechanisms`. A new mix is a new YAML file; a new mechanism is a new module there.
+A policy is ``policy(problem, ctx, engine)`` (see :mod:`heterospec.replay.des`).
 
 Token-level speculative decoding (DFVG) replays verification rounds, not steps: :mod:`.dfvg` (``DFVG_DESIGNS``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 from heterospec.errors import UserError
+from heterospec.replay.schedules.mechanisms import compose, registered
 
 Policy = Callable[..., None]
 
 DFVG_DESIGNS = ("fpga_gpu", "gpu_only")   # heterospec.replay.schedules.dfvg, driven by heterospec.dfvg.replay
 
 
-class Cached:
-    """How much of the current context a model (the target, the PRM) holds in its KV cache. Contexts grow step by
-    step or roll back to a prefix; after a rejection the caller drops the cache to the prefix that stays valid."""
-    __slots__ = ("len",)
-
-    def __init__(self):
-        self.len = 0
-
-    def read(self, context: int) -> int:
-        """Tokens of ``context`` the model must still process; afterwards it holds all of them."""
-        new = context - self.len if context > self.len else 0
-        self.len = context
-        return new
-
-    def drop_to(self, prefix: int) -> None:
-        if self.len > prefix:
-            self.len = prefix
-
-
 @dataclass(frozen=True)
 class Schedule:
-    """A named set of ScheduleConfig switches and the policy that runs them."""
+    """A name, the mechanisms it turns on and their options (every declared option, defaults filled in)."""
     name: str
-    prefetch: bool = False
-    partial_cache: bool = False
-    draft_pipeline: bool = False
-    shadow_sync: bool = False
-    disaggregated_prefill: bool = False
-    draft_lookahead: int = 1   # with draft_pipeline: steps the draft may run ahead of the PRM's verdicts
+    mechanisms: tuple[str, ...] = ()
+    options: dict = field(default_factory=dict, compare=False)
 
-    def __post_init__(self):
-        if self.draft_lookahead < 1:
-            raise UserError(f"schedule '{self.name}': draft_lookahead is {self.draft_lookahead}, expected 1 or more "
-                            f"(no pipelining: draft_pipeline: false)")
+    @cached_property
+    def pipeline(self) -> type:
+        return compose(self.name, list(self.mechanisms))
 
     @property
     def policy(self) -> Policy:
-        from heterospec.replay.schedules.pipelined import pipelined
-        from heterospec.replay.schedules.sequential import sequential
-        if not any(getattr(self, f.name) for f in fields(self) if f.name not in ("name", "draft_lookahead")):
-            return sequential
-        return lambda prob, ctx, eng: pipelined(prob, ctx, eng, self)
+        cls, opts = self.pipeline, self.options
+        return lambda prob, ctx, eng: cls(prob, ctx, eng, opts).replay()
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "Schedule":
-        """From a ScheduleConfig, a DictConfig or a dict with the same keys."""
-        get = cfg.get if hasattr(cfg, "get") else lambda k, d=None: getattr(cfg, k, d)
-        kinds = {"name": str, "draft_lookahead": int}
-        return cls(**{f.name: kinds.get(f.name, bool)(get(f.name, f.default)) for f in fields(cls)})
+    def from_config(cls, cfg: Any, where: str = "") -> "Schedule":
+        """From a schedule file's mapping (a DictConfig or a dict): ``name``, then each key a mechanism (true or
+        false) or an option a mechanism declares. An unknown key, an option of a mechanism that is off, or a
+        mechanism without the ones it needs is a UserError: a key that would change nothing is refused."""
+        items = dict(cfg.items()) if hasattr(cfg, "items") else dict(vars(cfg))
+        name = str(items.pop("name", "") or "")
+        where = where or f"schedule '{name}'"
+        if not name:
+            raise UserError(f"{where}: no name")
+        reg = registered()
+        owner = {o: m for m, c in reg.items() for o in c.declared}
+        on, given = [], {}
+        for key, value in items.items():
+            if key in reg:
+                if not isinstance(value, bool):
+                    raise UserError(f"{where}: {key} is {value!r}, expected true or false")
+                if value:
+                    on.append(key)
+            elif key in owner:
+                given[key] = value
+            else:
+                raise UserError(f"{where}: unknown key '{key}'; mechanisms: {sorted(reg)}, options: {sorted(owner)}")
+        options = {}
+        for m in sorted(reg):
+            declared = reg[m].declared
+            opts = {}
+            for o, default in declared.items():
+                value = given.get(o, default)
+                try:
+                    opts[o] = type(default)(value)
+                except (TypeError, ValueError):
+                    raise UserError(f"{where}: {o} is {value!r}, expected a {type(default).__name__}") from None
+                if m not in on and opts[o] != default:
+                    raise UserError(f"{where}: {o} is {value!r} but {m} is off (it changes nothing)")
+            if m in on and (msg := reg[m].check_options(opts)):
+                raise UserError(f"{where}: {msg}")
+            options.update(opts)
+        sched = cls(name, tuple(sorted(on)), options)
+        sched.pipeline   # a missing required mechanism fails here, not in a worker
+        return sched
 
 
 _CACHE: dict[str, Schedule] = {}
@@ -81,12 +90,12 @@ def schedule_names() -> list[str]:
 
 
 def get_schedule(spec: str | Any) -> Schedule:
-    """A schedule by name (``conf/schedule/<name>.yaml``) or from a ScheduleConfig-like object."""
+    """A schedule by name (``conf/schedule/<name>.yaml``), or from a schedule mapping (the composed ``schedule``)."""
     if not isinstance(spec, str):
         return spec if isinstance(spec, Schedule) else Schedule.from_config(spec)
     if spec not in _CACHE:
-        from heterospec.config import group_entry
+        from heterospec.config import entry_path, group_entry
         if spec not in schedule_names():
             raise UserError(f"unknown schedule '{spec}'; choose one of {schedule_names()}")
-        _CACHE[spec] = Schedule.from_config(group_entry("schedule", spec))
+        _CACHE[spec] = Schedule.from_config(group_entry("schedule", spec), str(entry_path("schedule", spec)))
     return _CACHE[spec]
