@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from heterospec.errors import UserError
 from heterospec.hls.perf import Arch, Design
 
 RESOURCES = ("dsp", "lut", "ff", "bram36", "uram")
@@ -92,8 +93,11 @@ def usage(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str
 
 
 def fit(used: dict, board: Any, margin: dict) -> dict[str, Any]:
-    """Per resource of the whole device: available (after the shell's margin), utilisation, and whether it fits."""
+    """Per resource of the whole device: available, utilisation, and whether it fits. Available is the sum of the
+    board's published per-SLR figures (``fpga.slr_available``: what the shell leaves), else the device total less
+    the assumed shell ``margin``."""
     fpga = dict(board.get("fpga") or {})
+    per_slr = [dict(s) for s in fpga.get("slr_available") or []]
     out: dict[str, Any] = {"fits": True, "unchecked": []}
     for r in RESOURCES:
         total = fpga.get(r)
@@ -102,7 +106,7 @@ def fit(used: dict, board: Any, margin: dict) -> dict[str, Any]:
             out[f"{r}_available"] = None
             out[f"{r}_util"] = None
             continue
-        avail = float(total) * (1.0 - float(margin.get(r, 0.0)))
+        avail = float(sum(s[r] for s in per_slr)) if per_slr else float(total) * (1.0 - float(margin.get(r, 0.0)))
         out[f"{r}_available"] = avail
         out[f"{r}_util"] = used[r] / avail if avail else (0.0 if used[r] == 0 else math.inf)
         if used[r] > avail:
@@ -111,13 +115,19 @@ def fit(used: dict, board: Any, margin: dict) -> dict[str, Any]:
 
 
 def fit_slrs(u: dict, board: Any) -> list[dict]:
-    """Per SLR: available (an equal share of the device, less the shell's share there), use and utilisation."""
+    """Per SLR: available, use and utilisation. Available is the board's published per-SLR figure
+    (``fpga.slr_available``), else an equal share of the device less the shell's assumed share (``fpga.slr_shell``);
+    SLLs per boundary likewise (``fpga.sll_available``, else ``fpga.sll_per_boundary``)."""
     fpga = dict(board.get("fpga") or {})
     nslr = len(u["slrs"])
     if nslr < 2:
         return []
+    published = [dict(s) for s in fpga.get("slr_available") or []]
+    if published and len(published) != nslr:
+        raise UserError(f"hardware config '{board.get('name')}': fpga.slr_available has {len(published)} entries; "
+                        f"expected one per SLR ({nslr})")
     shell = list(fpga.get("slr_shell") or [{}] * nslr)
-    sll_cap = fpga.get("sll_per_boundary")
+    sll_cap = list(fpga.get("sll_available") or [fpga.get("sll_per_boundary")] * (nslr - 1))
     rows = []
     for i, used in enumerate(u["slrs"]):
         row: dict[str, Any] = {"slr": f"slr{i}", "fits": True, "unchecked": []}
@@ -126,12 +136,14 @@ def fit_slrs(u: dict, board: Any) -> list[dict]:
                 row["unchecked"].append(r)
                 row.update({r: used[r], f"{r}_available": None, f"{r}_util": None})
                 continue
-            avail = float(fpga[r]) / nslr * (1.0 - float(dict(shell[i]).get(r, 0.0)))
+            avail = float(published[i][r]) if published else \
+                float(fpga[r]) / nslr * (1.0 - float(dict(shell[i]).get(r, 0.0)))
             row.update({r: used[r], f"{r}_available": avail, f"{r}_util": used[r] / avail if avail else math.inf})
             row["fits"] &= used[r] <= avail
         bits = u["sll"][i] if i < len(u["sll"]) else 0
+        cap = sll_cap[i] if i < len(sll_cap) else None
         row["sll"] = bits
-        row["sll_util"] = bits / float(sll_cap) if sll_cap and i < len(u["sll"]) else None
+        row["sll_util"] = bits / float(cap) if cap else None
         rows.append(row)
     return rows
 
