@@ -1,6 +1,7 @@
 """The draft accelerator's ms/token table: Qwen2.5-0.5B W8A8 and the run's tiny draft on every configured board
 and clock, beside the HBM roofline; the design point's share of the HBM bandwidth at contexts 0 and 512 next to
-the previous (serial) point; where the time goes; the FlightLLM check; per-SLR resources; state-migration costs.
+the previous (serial) point; where the time goes; why the V80 is slower with that point, and a V80-sized one; the
+FlightLLM check; per-SLR resources; the U280's per-SLR capacities beside AMD's published user budget.
 
     python benchmarks/hls_perf.py [hydra overrides, e.g. hls=serial_u280 or hls.pipeline.port_bits=256]
 
@@ -33,7 +34,7 @@ def print_v80(cfg, paths, overrides: list[str], perf: list[dict], qwen: str) -> 
         gbs = d.weight_ports * port_rate(d, b, 200.0) * 0.2
         print(f"  {cfg.hls.name} design on {board}: {d.weight_ports} weight ports x {gbs / d.weight_ports:.2f} GB/s "
               f"= {gbs:.0f} GB/s of weights")
-    ov = [*overrides, *V80_SIZED]
+    ov = [o for o in overrides if not o.startswith("hls=")] + V80_SIZED         # always from the dataflow point
     sized = model_tables(compose_config(ov), paths, None, ov)
     for name, rows in ((cfg.hls.name, perf), ("V80-sized", sized[0])):
         pts = {r["context_len"]: r for r in rows if r["model"] == qwen and r["board"] == "v80" and r["clock_mhz"] == 200}
