@@ -1,6 +1,7 @@
 """The draft accelerator's ms/token table: Qwen2.5-0.5B W8A8 and the run's tiny draft on every configured board
 and clock, beside the HBM roofline; the design point's share of the HBM bandwidth at contexts 0 and 512 next to
-the previous (serial) point; where the time goes; the FlightLLM check; per-SLR resources; state-migration costs.
+the previous (serial) point; where the time goes; why the V80 is slower with that point, and a V80-sized one; the
+FlightLLM check; per-SLR resources; the U280's per-SLR capacities beside AMD's published user budget.
 
     python benchmarks/hls_perf.py [hydra overrides, e.g. hls=serial_u280 or hls.pipeline.port_bits=256]
 
@@ -14,10 +15,38 @@ import sys
 from heterospec.config import compose_config, run_dir
 from heterospec.config.hardware import System, device
 from heterospec.hls.perf import Arch, Design, migration_ms, port_rate, roofline_ms
-from heterospec.hls.published import flightllm_check
+from heterospec.hls.published import flightllm_check, platform_check
 from heterospec.hls.report import print_breakdown, print_perf, print_resources
 from heterospec.hls.tables import model_tables
 from heterospec.paths import RunPaths
+
+
+# The V80 sized for its own memory: 60 + 4 of its 64 HBM ports, an engine and attention twice the U280 point's.
+V80_SIZED = ["hls.boards=[v80]", "hls.pipeline.weight_ports=60", "hls.pipeline.kv_ports=4", "hls.design.rows=64",
+             "hls.pipeline.attention_macs=1024", "hls.pipeline.softmax_lanes=64", "hls.pipeline.vector_lanes=128"]
+
+
+def print_v80(cfg, paths, overrides: list[str], perf: list[dict], qwen: str) -> None:
+    """Why the U280 design point is slower on the V80, and the V80 with a design sized for it."""
+    d = Design.of(dict(cfg.hls.pipeline))
+    print(f"{qwen} on V80 at 200 MHz (820 GB/s HBM2e as 64 ports of 12.8 GB/s, conf/hardware/v80.yaml)")
+    for board in ("u280", "v80"):
+        b = device(board, cfg)
+        gbs = d.weight_ports * port_rate(d, b, 200.0) * 0.2
+        print(f"  {cfg.hls.name} design on {board}: {d.weight_ports} weight ports x {gbs / d.weight_ports:.2f} GB/s "
+              f"= {gbs:.0f} GB/s of weights")
+    ov = [o for o in overrides if not o.startswith("hls=")] + V80_SIZED         # always from the dataflow point
+    sized = model_tables(compose_config(ov), None)
+    for name, rows in ((cfg.hls.name, perf), ("V80-sized", sized[0])):
+        pts = {r["context_len"]: r for r in rows if r["model"] == qwen and r["board"] == "v80" and r["clock_mhz"] == 200}
+        if 0 in pts and 512 in pts:
+            print(f"  {name:12} context 0: {pts[0]['ms_per_token']:.3f} ms/token = "
+                  f"{100 * pts[0]['bandwidth_fraction']:.1f} % of HBM;  context 512: {pts[512]['ms_per_token']:.3f} ms "
+                  f"= {100 * pts[512]['bandwidth_fraction']:.1f} %")
+    dev = [r for r in sized[2] if r["model"] == qwen and r["board"] == "v80" and r["slr"] == "device"]
+    for r in dev:
+        print(f"  V80-sized ({' '.join(o.split('.')[-1] for o in V80_SIZED[1:])}): {r['dsp']:,} DSP58 "
+              f"({100 * r['dsp_util']:.1f} %); {r['uram']:,} URAM (V80 total not in its config); timing: {r['timing']}")
 
 
 def main(overrides: list[str]) -> None:
@@ -64,6 +93,9 @@ def main(overrides: list[str]) -> None:
             print(f"  state migration of {n} tokens over {link:g} GB/s: token ids {m['token_ids_ms']:.3f} ms + "
                   f"prefill-by-decode ~{n * pre:.0f} ms, or the int8 KV cache {m['kv_state_ms']:.2f} ms")
     print()
+    if any(r["board"] == "v80" and r["model"] == qwen for r in perf):
+        print_v80(cfg, paths, overrides, perf, qwen)
+        print()
     fl = flightllm_check(dict(cfg.hls.pipeline), u280)
     print(f"FlightLLM check (LLaMA-2-7B on U280 at {fl['clock_mhz']:.0f} MHz, measured {fl['measured_ms']:.1f} ms/token = "
           f"55 tokens/s; assumptions in docs/hls.md)")
@@ -73,6 +105,17 @@ def main(overrides: list[str]) -> None:
     print(f"  worst error {100 * fl['worst_error']:.1f} % (bar 15 %): {'within' if fl['worst_error'] < 0.15 else 'OUTSIDE'}")
     print()
     print_resources(res)
+    print()
+    print_platform(platform_check(u280))
+
+
+def print_platform(rows: list[dict]) -> None:
+    """The kernel's share of the U280 as the model takes it, beside the published platform tables."""
+    print("U280: what the shell leaves the kernel (the model's per-SLR figures vs published platform tables)")
+    print(f"  {'':8} {'device':>10} {'model (sum of SLRs)':>20} {'AMD user budget':>16}")
+    for r in rows:
+        print(f"  {r['resource']:8} {r['device']:10,.0f} {r['model']:20,.0f} {r['user_budget']:16,.0f}"
+              f" ({100 * (r['model'] / r['user_budget'] - 1):+.1f} %)")
 
 
 if __name__ == "__main__":

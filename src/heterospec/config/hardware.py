@@ -57,7 +57,9 @@ class Fabric:
     slrs: int = 1
     memory_slr: int = 0
     sll_per_boundary: int | None = None
-    slr_shell: tuple = ()                        # per SLR: {resource: fraction the shell takes}
+    slr_shell: tuple = ()                        # per SLR: {resource: fraction the shell takes} (assumed)
+    slr_available: tuple = ()                    # per SLR: {resource: what the shell leaves the kernel} (published)
+    sll_available: tuple = ()                    # per SLR boundary: SLLs the shell leaves the kernel (published)
     draft_lanes: int | None = None
     clocks_mhz: tuple = ()                       # kernel clocks the HLS models
 
@@ -276,8 +278,14 @@ def _fabric(f: Any, where: str) -> Fabric:
     shell = tuple({str(k): float(v) for k, v in dict(s).items()} for s in (f.get("slr_shell") or ()))
     if shell and len(shell) != slrs:
         raise UserError(f"{w}: slr_shell has {len(shell)} entries for {slrs} SLRs")
+    avail = tuple({str(k): int(v) for k, v in dict(s).items()} for s in (f.get("slr_available") or ()))
+    if avail and len(avail) != slrs:
+        raise UserError(f"{w}: slr_available has {len(avail)} entries; expected one per SLR ({slrs})")
+    sll_avail = tuple(int(v) for v in (f.get("sll_available") or ()))
+    if sll_avail and len(sll_avail) != slrs - 1:
+        raise UserError(f"{w}: sll_available has {len(sll_avail)} entries; expected one per SLR boundary ({slrs - 1})")
     return Fabric(dsp=_req(f, "dsp", w, int), dsp_kind=kind, part=_opt(f, "part", w, str),
                   **{r: _opt(f, r, w, int) for r in ("lut", "ff", "bram36", "uram")}, banks=banks, slrs=slrs,
                   memory_slr=_opt(f, "memory_slr", w, int, 0), sll_per_boundary=_opt(f, "sll_per_boundary", w, int),
-                  slr_shell=shell, draft_lanes=_opt(f, "draft_lanes", w, int),
+                  slr_shell=shell, slr_available=avail, sll_available=sll_avail, draft_lanes=_opt(f, "draft_lanes", w, int),
                   clocks_mhz=tuple(sorted(float(c) for c in (f.get("clocks_mhz") or ()))))

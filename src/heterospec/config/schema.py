@@ -131,6 +131,8 @@ class FpgaConfig:
     memory_slr: int = 0              # the SLR the memory controllers (and so the memory ports) sit in
     sll_per_boundary: Optional[int] = None  # super-long lines between adjacent SLRs
     slr_shell: list[dict[str, float]] = field(default_factory=list)  # per SLR: fraction the platform shell takes
+    slr_available: list[dict[str, int]] = field(default_factory=list)  # per SLR: what the shell leaves (published)
+    sll_available: list[int] = field(default_factory=list)  # per SLR boundary: SLLs the shell leaves (published)
     draft_lanes: Optional[int] = None  # tokens the draft decoder advances per weight pass (bounds DFVG's tree width)
     clocks_mhz: list[float] = field(default_factory=list)  # kernel clocks the HLS models (clock_mhz always added)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from heterospec.config.hardware import Device
 from heterospec.hls.perf import Arch, Design, check_parallelism, roofline_ms, token_ms
 
 LLAMA2_7B = Arch(hidden=4096, layers=32, heads=32, kv_heads=32, head_dim=128, intermediate=11008, vocab=32000,
@@ -36,3 +37,20 @@ def flightllm_check(pipeline: dict, board: Any) -> dict:
                               "roofline_ms": roofline_ms(LLAMA2_7B, board, ctx, design)})
     out["worst_error"] = max(abs(p["error"]) for p in out["points"])
     return out
+
+
+# Published U280 platform tables: what the shell leaves a kernel. AMD's Vitis HPC Library 2021.2 benchmark page
+# (xilinx.github.io/Vitis_Libraries/hpc/2021.2/benchmark.html, SPMV-based CG kernel, "User Budget" row; a U280:
+# 9,020 of its 9,024 DSPs; the platform version is not named) and RapidStream's virtual device of
+# xilinx_u280_gen3x16_xdma_1_202211_1 (u280_device.json in github.com/Crazy-James26/FlexLLM), whose per-SLR figures
+# conf/hardware/u280.yaml carries as fpga.slr_available.
+U280_USER_BUDGET = {"lut": 1104369, "ff": 2217989, "bram36": 1693, "uram": 896, "dsp": 9020}
+
+
+def platform_check(board: Device) -> list[dict]:
+    """Per resource: the device, what the model gives the kernel (sum of ``fpga.slr_available``) and AMD's
+    published user budget."""
+    fab = board.fabric
+    slrs = fab.slr_available
+    return [{"resource": r, "device": float(fab.total(r)), "model": float(sum(s[r] for s in slrs)),
+             "user_budget": float(U280_USER_BUDGET[r])} for r in ("lut", "ff", "bram36", "dsp", "uram")]

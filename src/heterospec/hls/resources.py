@@ -93,7 +93,10 @@ def usage(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str
 
 
 def fit(used: dict, board: Device, margin: dict) -> dict[str, Any]:
-    """Per resource of the whole device: available (after the shell's margin), utilisation, and whether it fits."""
+    """Per resource of the whole device: available, utilisation, and whether it fits. Available is the sum of the
+    board's published per-SLR figures (``fpga.slr_available``: what the shell leaves), else the device total less
+    the assumed shell ``margin``."""
+    per_slr = board.fabric.slr_available
     out: dict[str, Any] = {"fits": True, "unchecked": []}
     for r in RESOURCES:
         total = board.fabric.total(r)
@@ -102,7 +105,7 @@ def fit(used: dict, board: Device, margin: dict) -> dict[str, Any]:
             out[f"{r}_available"] = None
             out[f"{r}_util"] = None
             continue
-        avail = float(total) * (1.0 - float(margin.get(r, 0.0)))
+        avail = float(sum(s[r] for s in per_slr)) if per_slr else float(total) * (1.0 - float(margin.get(r, 0.0)))
         out[f"{r}_available"] = avail
         out[f"{r}_util"] = used[r] / avail if avail else (0.0 if used[r] == 0 else math.inf)
         if used[r] > avail:
@@ -111,13 +114,16 @@ def fit(used: dict, board: Device, margin: dict) -> dict[str, Any]:
 
 
 def fit_slrs(u: dict, board: Device) -> list[dict]:
-    """Per SLR: available (an equal share of the device, less the shell's share there), use and utilisation."""
+    """Per SLR: available, use and utilisation. Available is the board's published per-SLR figure
+    (``fpga.slr_available``), else an equal share of the device less the shell's assumed share (``fpga.slr_shell``);
+    SLLs per boundary likewise (``fpga.sll_available``, else ``fpga.sll_per_boundary``)."""
     fpga = board.fabric
     nslr = len(u["slrs"])
     if nslr < 2:
         return []
+    published = fpga.slr_available
     shell = list(fpga.slr_shell or [{}] * nslr)
-    sll_cap = fpga.sll_per_boundary
+    sll_cap = list(fpga.sll_available or [fpga.sll_per_boundary] * (nslr - 1))
     rows = []
     for i, used in enumerate(u["slrs"]):
         row: dict[str, Any] = {"slr": f"slr{i}", "fits": True, "unchecked": []}
@@ -126,12 +132,14 @@ def fit_slrs(u: dict, board: Device) -> list[dict]:
                 row["unchecked"].append(r)
                 row.update({r: used[r], f"{r}_available": None, f"{r}_util": None})
                 continue
-            avail = float(fpga.total(r)) / nslr * (1.0 - float(dict(shell[i]).get(r, 0.0)))
+            avail = float(published[i][r]) if published else \
+                float(fpga.total(r)) / nslr * (1.0 - float(dict(shell[i]).get(r, 0.0)))
             row.update({r: used[r], f"{r}_available": avail, f"{r}_util": used[r] / avail if avail else math.inf})
             row["fits"] &= used[r] <= avail
         bits = u["sll"][i] if i < len(u["sll"]) else 0
+        cap = sll_cap[i] if i < len(sll_cap) else None
         row["sll"] = bits
-        row["sll_util"] = bits / float(sll_cap) if sll_cap and i < len(u["sll"]) else None
+        row["sll_util"] = bits / float(cap) if cap else None
         rows.append(row)
     return rows
 
