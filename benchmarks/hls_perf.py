@@ -79,8 +79,8 @@ def main(overrides: list[str]) -> None:
                   f"{'yes' if pts[0]['closes'] else 'no'}")
     print()
     if any(r["model"] == qwen for r in perf):
-        print_breakdown(breakdown, "u280", clk, qwen, 0, roofline_ms(Arch.of(dict(cfg.hls.reference_models[qwen])), u280, 0))
-        arch = Arch.of(dict(cfg.hls.reference_models[qwen]))
+        print_breakdown(breakdown, "u280", clk, qwen, 0, roofline_ms(Arch.published(qwen), u280, 0))
+        arch = Arch.published(qwen)
         d = Design.of(dict(cfg.hls.pipeline))
         print(f"  weights stream through {d.weight_ports} of 32 HBM pseudo-channels at "
               f"{port_rate(d, u280, clk) * clk * 1e6 / 1e9:.2f} GB/s each ({d.port_bits}-bit ports at {clk:.0f} MHz): "

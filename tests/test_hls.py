@@ -225,3 +225,15 @@ def test_buys_prices_each_design_point_from_its_own_table():
     import pyarrow as pa
     t = _shift(pa.table({"kv_draft": pa.array([3, 5], pa.int32())}), ["kv_draft"], 512)
     assert t["kv_draft"].to_pylist() == [515, 517] and t.schema.field("kv_draft").type == pa.int32()
+
+
+def test_hls_and_replay_read_one_published_shape():
+    """The HLS model's reference shape is the replay's published shape (heterospec.shapes), not a second copy."""
+    from heterospec.replay.shapes import model_shape
+    arch = Arch.published("Qwen2.5-0.5B-Instruct")
+    hub = model_shape("draft", compose_config(["models=config1"]).models.draft)    # the paper's draft by its hub id
+    assert (arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.intermediate, arch.vocab) == \
+        (hub.hidden, hub.layers, hub.heads, hub.kv_heads, hub.intermediate, hub.vocab) == (896, 24, 14, 2, 4864, 151936)
+    assert arch.head_dim == hub.head_dim == 64
+    with pytest.raises(UserError, match="'LLaMA-9B' has no published shape"):
+        Arch.published("LLaMA-9B")

@@ -246,7 +246,7 @@ class HlsConfig:
     resources: dict[str, float] = field(default_factory=dict)   # per-unit resource costs of the resource model
     shell_margin: dict[str, float] = field(default_factory=dict)  # fraction of each resource the platform shell takes
     timing: dict[str, dict[str, float]] = field(default_factory=dict)  # per clock (MHz): utilisation ceilings that close
-    reference_models: dict[str, dict[str, Any]] = field(default_factory=dict)  # published shapes (no weights needed)
+    reference_models: list[str] = field(default_factory=list)  # Hugging Face ids with a published shape (heterospec.shapes)
     contexts: list[int] = field(default_factory=lambda: [0, 512, 1024, 2048])  # context lengths of the perf table
     csim_prompts: int = 20           # prompts run through the C simulation, bit-exact against the torch reference
     csim_max_new_tokens: int = 64

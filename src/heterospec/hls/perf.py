@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from heterospec.config.hardware import Device
 from heterospec.errors import UserError
 from heterospec.precision import KV_BITS, KV_ELEMENT_BYTES, kv_bytes_per_token
+from heterospec.shapes import PUBLISHED, published_shape
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,15 @@ class Arch:
         if a.mlp not in ("swiglu", "gelu"):
             raise UserError(f"model shape: mlp={a.mlp!r}; expected swiglu or gelu")
         return a
+
+    @classmethod
+    def published(cls, name: str) -> "Arch":
+        """A published model's shape (:mod:`heterospec.shapes`) by its Hugging Face id; one line if unknown."""
+        s = published_shape(name)
+        if s is None:
+            raise UserError(f"hls.reference_models: '{name}' has no published shape; known: {sorted(PUBLISHED)}")
+        return cls(hidden=s.hidden, layers=s.layers, heads=s.heads, kv_heads=s.kv_heads, head_dim=s.head_dim,
+                   intermediate=s.intermediate, vocab=s.vocab, tied=s.tied)
 
     def engines(self) -> dict[str, tuple[int, int]]:
         """Matrix-vector engines: name -> (outputs, inputs)."""

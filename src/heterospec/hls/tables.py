@@ -57,7 +57,7 @@ def model_tables(cfg, export: Path | None, draft_arch: dict | None = None) -> tu
     the ``design`` engines, the run's draft (its export's shape, or ``draft_arch``) with the ``kernel`` ones."""
     h = cfg.hls
     design, unit = Design.of(dict(h.pipeline)), dict(h.resources)
-    models = {name: (Arch.of(dict(shape)), h.design.rows, h.design.cols) for name, shape in h.reference_models.items()}
+    models = {name: (Arch.published(name), h.design.rows, h.design.cols) for name in h.reference_models}
     if export is not None:
         draft_arch = read_json(export, "W8A8 export manifest")["arch"]
     if draft_arch is not None and draft_model_id(cfg.models) not in models:
