@@ -132,6 +132,32 @@ def test_kvmu_logs_all_four_modes(trio):
             assert row["valid"] <= row["current"] <= row["step_ahead"]
 
 
+@pytest.mark.parametrize("executor", ["sequential", "step_ahead"])
+def test_every_trace_label_is_the_controllers_verdict(trio, executor):
+    """BRSD with a backtrack cap of 1, so failed rewrites past the cap stay: each PRM call and each draft proposal
+    is labelled with the verdict the controller settled on its step, and the PRM calls labelled ``backtrack`` are
+    the backtracks the controller counted."""
+    cfg, _, checkpoints = trio
+    alg = compose_config(OVERRIDES + [f"algorithm.threshold={cfg.algorithm.threshold}",
+                                      f"algorithm.backtrack_threshold={cfg.algorithm.threshold}",
+                                      "algorithm.max_backtracks=1"]).algorithm
+    seen = set()
+    with Session(cfg, checkpoints, processes=False) as s:
+        ex = s.executor(executor, alg)
+        told, settle = [], ex.settle
+        ex.settle = lambda path, step, verdict: told.append(verdict) or settle(path, step, verdict)
+        for p in load_problems(cfg.dataset, 6):
+            told.clear()
+            rows = s.run(p, alg, executor, ex)
+            prm = [c for c in rows["calls"] if c["role"] == "prm"]
+            assert [c["outcome"] for c in prm] == told
+            proposals = [c["outcome"] for c in rows["calls"] if c["role"] == "draft" and c["outcome"] != "cancelled"]
+            assert proposals[::2] == proposals[1::2] == [v for v, c in zip(told, prm) if c["attempt"] == 0]
+            assert sum(v == "backtrack" for v in told) == rows["problems"][0]["backtracks"]
+            seen.update(told)
+    assert seen == {"accept", "reject", "backtrack", "kept"}
+
+
 def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
     cfg, paths, _ = trio
     monkeypatch.chdir(paths.root.parent.parent)

@@ -7,14 +7,15 @@
   accept, cancelled on reject).
 
 For greedy decoding both make the same decisions: only the timing differs. Every model call is
-recorded with the step it served and what became of it.
+recorded with the step it served and what became of it: a draft proposal and each PRM call carry the verdict
+the controller settles on that step (:data:`heterospec.reasoning.controller.VERDICTS`), never one worked out here.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from heterospec.reasoning.controller import Node, finished
+from heterospec.reasoning.controller import ACCEPT, Node, finished
 from heterospec.reasoning.roles import Call, Step
 
 
@@ -41,16 +42,17 @@ class Recorder:
 class Executor:
     """Shared plumbing: the roles, the problem's prompt, the context of a path, the trace."""
 
-    def __init__(self, draft, prm, target, max_tokens: int, threshold: float, devices: dict[str, str]):
+    def __init__(self, draft, prm, target, max_tokens: int, devices: dict[str, str]):
         self.draft, self.prm, self.target = draft, prm, target
-        self.max_tokens, self.threshold, self.devices = max_tokens, threshold, devices
+        self.max_tokens, self.devices = max_tokens, devices
 
     def begin(self, question: str, prompt_ids: list[int], seed: int) -> None:
         self.question, self.prompt_ids = question, list(prompt_ids)
         for role in (self.draft, self.prm, self.target):
             role.call("reset", seed)
         self.rec = Recorder()
-        self._draft_rows: list[dict] = []
+        self._draft_rows: list[dict] = []   # the proposal awaiting its verdict
+        self._scored: tuple[str, list[dict]] = ("draft", [])   # author and PRM rows of the step just verified
 
     def context(self, path: list[Node]) -> list[int]:
         ids = list(self.prompt_ids)
@@ -64,11 +66,16 @@ class Executor:
     def record(self, role: str, calls: list[Call], step: int, attempt: int, outcome: str, score=None) -> list[dict]:
         return self.rec.add(calls, role, self.devices[role], step, attempt, outcome, score)
 
-    def _score_outcome(self, score: float, author: str) -> str:
-        return "accept" if score >= self.threshold else ("reject" if author == "draft" else "backtrack")
+    def scored(self, path: list[Node], author: str, score: float, calls: list[Call]) -> None:
+        """Record a PRM call; its label waits for the controller's verdict."""
+        rows = self.record("prm", calls, len(path), 0 if author == "draft" else 1, "pending", score)
+        self._scored = (author, rows)
 
-    def settle(self, path: list[Node], step: Step, accepted: bool) -> None:
-        self.rec.relabel(self._draft_rows, "accept" if accepted else "reject")
+    def settle(self, path: list[Node], step: Step, verdict: str) -> None:
+        author, rows = self._scored
+        self.rec.relabel(rows, verdict)
+        if author == "draft":
+            self.rec.relabel(self._draft_rows, verdict)
 
     def finish(self) -> None:
         """Wait until every device is idle (cancelled work included)."""
@@ -85,7 +92,7 @@ class Sequential(Executor):
 
     def verify(self, path: list[Node], step: Step, author: str) -> float:
         score, calls = self.prm.call("score", self.question, self.texts(path, step))
-        self.record("prm", calls, len(path), 0 if author == "draft" else 1, self._score_outcome(score, author), score)
+        self.scored(path, author, score, calls)
         return score
 
     def rewrite(self, path: list[Node], why: str) -> Step:
@@ -140,12 +147,14 @@ class StepAhead(Executor):
             nxt = ctx + step.tokens
             self.ahead = (tuple(nxt), len(path) + 1, self.draft.submit("write", nxt, len(ctx), self.max_tokens))
         score, calls = handle.result()
-        self.record("prm", calls, len(path), 0 if author == "draft" else 1, self._score_outcome(score, author), score)
+        self.scored(path, author, score, calls)
         return score
 
-    def settle(self, path: list[Node], step: Step, accepted: bool) -> None:
-        super().settle(path, step, accepted)
-        if accepted:
+    def settle(self, path: list[Node], step: Step, verdict: str) -> None:
+        super().settle(path, step, verdict)
+        if self._scored[0] != "draft":
+            return                          # a rewrite's verdict moves no device work
+        if verdict == ACCEPT:
             self._stop_prefetch()           # its output so far is cached for a later return here
         else:
             self._cancel_ahead()            # the step it continued was rejected

@@ -59,8 +59,7 @@ class Session:
             raise
 
     def executor(self, name: str, alg):
-        args = (self.roles["draft"], self.roles["prm"], self.roles["target"], alg.max_tokens_per_call,
-                alg.threshold, self.devices)
+        args = (self.roles["draft"], self.roles["prm"], self.roles["target"], alg.max_tokens_per_call, self.devices)
         if name == "sequential":
             return Sequential(*args)
         if name == "step_ahead":

@@ -31,7 +31,9 @@ CALLS_TRACE_SCHEMA = versioned("collect_calls", 1, _RUN + [
     pa.field("start_ns", pa.int64()),        # from the problem's start, one clock for all devices
     pa.field("end_ns", pa.int64()),
     pa.field("prm_score", pa.float64()),     # PRM calls only
-    pa.field("outcome", pa.string()),        # accept | reject | rescue | backtrack | prefetch_hit | partial_reuse | cancelled
+    # draft proposals and PRM calls: the controller's verdict on the step (accept | reject | backtrack | kept);
+    # target calls: why it wrote (rescue | backtrack) or what became of it (prefetch_hit | partial_reuse | cancelled)
+    pa.field("outcome", pa.string()),
 ])
 
 PROBLEMS_SCHEMA = versioned("collect_problems", 1, _RUN + [
