@@ -192,7 +192,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     from heterospec.replay.grid import simulate
     from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
-    from heterospec.replay.stage import compose_schedule
+    from heterospec.replay.variants import compose_schedule
 
     executors = list(cfg.replay.validate_schedules)
     scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}
