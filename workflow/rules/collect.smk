@@ -9,7 +9,7 @@ rule collect_shard:
         problems=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "problems"),
         kvmu=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "kvmu"),
     params:
-        spec=collect_spec,
+        spec=spec("collect_shard"),
         hydra=HYDRA,
     threads: need("collect_shard", "threads")
     resources:
