@@ -17,6 +17,8 @@ from heterospec.paths import ROLES, RunPaths
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
 from heterospec.reasoning.traces import TABLES
+from heterospec.replay.steps import steps_from_calls
+from heterospec.replay.validate import find_traces
 from heterospec.store import read_parquet
 from heterospec.tasks import load_problems
 
@@ -180,6 +182,17 @@ def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
     assert problems.num_rows == 6 and len(set(problems.column("problem_id").to_pylist())) == 6
     assert set(calls.column("role").to_pylist()) == {"draft", "prm", "target"}
     assert all(e >= s for s, e in zip(calls.column("start_ns").to_pylist(), calls.column("end_ns").to_pylist()))
+    # the step table: one row per draft proposal, its outcome the controller's; the validation's step view is it
+    steps = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "steps"), TABLES["steps"]).to_pylist()
+    proposals = [c for c in calls.to_pylist() if c["role"] == "prm" and c["attempt"] == 0]
+    assert [(s["problem_id"], s["outcome"] == "accept") for s in steps] == \
+        [(c["problem_id"], c["outcome"] == "accept") for c in proposals]
+    for p in problems.to_pylist():
+        mine = [s["outcome"] for s in steps if s["problem_id"] == p["problem_id"]]
+        assert mine.count("backtrack") == p["backtracks"] and mine.count("accept") >= p["draft_steps"]
+    view = steps_from_calls(find_traces(paths.collect_root, ["sequential"])[0][("brsd", "sequential")]).to_pylist()
+    assert [(v["problem"], v["outcome"]) for v in view] == [(s["problem_id"], s["outcome"]) for s in steps]
+    assert {v["prompt_tokens"] for v in view} == {p["prompt_tokens"] for p in problems.to_pylist()}
 
 
 def test_collect_journal_restarts_when_settings_or_models_change(trio, monkeypatch):

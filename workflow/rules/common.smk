@@ -10,6 +10,7 @@ from heterospec.config.snakemake import run_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths, model_dir
+from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
 from heterospec.report.sweep import parse_sweep, sweep_name
 
 
@@ -69,7 +70,7 @@ def collect_shards(wildcards):
     return [
         str(PATHS.collect_shard(wildcards.dataset, wildcards.algorithm, wildcards.executor, f"{i}of{n}", t))
         for i in range(n)
-        for t in ("calls", "problems", "kvmu")
+        for t in COLLECT_TABLES
     ]
 
 
