@@ -152,7 +152,7 @@ def calls_from_collect(t: pa.Table, steps: dict[tuple, str], path: Path) -> pa.T
 def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dict | None = None,
               fit_on: str | None = None) -> pa.Table:
     """Fit on the sequential executor's calls (every trace set, or only ``fit_on``), else on everything there is;
-    with the collect root, the controller overheads from its sequential ``collect_calls/v1`` rows too."""
+    with the collect root, the controller overheads from its sequential ``collect_calls/v2`` rows too."""
     if fit_on is not None:
         if fit_on not in {ts for ts, _ in calls}:
             raise UserError(f"replay validate --fit-on {fit_on}: no such trace set (have {sorted({ts for ts, _ in calls})})")
@@ -164,7 +164,7 @@ def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dic
 
 
 def sequential_rows(root: Path, latency: dict, fit_on: str | None = None) -> tuple[list[dict], dict]:
-    """The sequential executor's collect_calls/v1 rows (problem ids made unique per trace set and dataset; only
+    """The sequential executor's collect_calls/v2 rows (problem ids made unique per trace set and dataset; only
     trace set ``fit_on`` when given) and their problems' measured latencies, for :func:`fit_overheads`."""
     cols = ["algorithm", "executor", "dataset", "problem_id", "role", "phase", "start_ns", "end_ns"]
     rows, lat = [], {}
