@@ -156,6 +156,12 @@ def test_every_trace_label_is_the_controllers_verdict(trio, executor):
             proposals = [c["outcome"] for c in rows["calls"] if c["role"] == "draft" and c["outcome"] != "cancelled"]
             assert proposals[::2] == proposals[1::2] == [v for v, c in zip(told, prm) if c["attempt"] == 0]
             assert sum(v == "backtrack" for v in told) == rows["problems"][0]["backtracks"]
+            # the step table: a row per proposal, its outcome from the same verdicts; every call in one of them
+            steps = rows["steps"]
+            assert [s["outcome"] == "accept" for s in steps] == [v == "accept" for v, c in zip(told, prm)
+                                                                 if c["attempt"] == 0]
+            assert sum(s["outcome"] == "backtrack" for s in steps) == rows["problems"][0]["backtracks"]
+            assert {c["step_idx"] for c in rows["calls"]} == set(range(len(steps)))
             seen.update(told)
     assert seen == {"accept", "reject", "backtrack", "kept"}
 
