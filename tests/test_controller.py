@@ -41,7 +41,7 @@ class Scripted:
         key = "/".join(n.step.text.strip() for n in path) + "|" + name
         return self.scores.get(key, self.scores.get(name, self.default))
 
-    def settle(self, path, step, accepted):
+    def settle(self, path, step, verdict):
         pass
 
     def rewrite(self, path, why):

@@ -134,14 +134,14 @@ class _Recording(Scripted):
     def __init__(self, scores, final_at):
         super().__init__(scores, final_at)
         self.authors: list[tuple[str, str]] = []
-        self.verdicts: list[tuple[int, str, bool]] = []
+        self.verdicts: list[tuple[int, str, str]] = []
 
     def verify(self, path, step, author):
         self.authors.append((step.text.strip(), author))
         return super().verify(path, step, author)
 
-    def settle(self, path, step, accepted):
-        self.verdicts.append((len(path), step.text.strip(), accepted))
+    def settle(self, path, step, verdict):
+        self.verdicts.append((len(path), step.text.strip(), verdict))
 
 
 def test_the_executor_is_told_each_author_and_each_verdict():
@@ -149,6 +149,16 @@ def test_the_executor_is_told_each_author_and_each_verdict():
     solve(ex, alg())
     assert ex.authors == [("d0", "draft"), ("d1", "draft"), ("d2", "draft"), ("t2", "target"), ("t1", "target"),
                           ("d2", "draft"), ("\\boxed{d3}", "draft")]
-    # one verdict per draft step, on the path it was written after
-    assert ex.verdicts == [(0, "d0", True), (1, "d1", True), (2, "d2", False), (2, "d2", True),
-                           (3, "\\boxed{d3}", True)]
+    # one verdict per scored step, right after its score, on the path it was written after: t2 fails and sets off
+    # a backtrack to d1; the anchor's rewrite t1 fails too but beats t2, so it stays on the path
+    assert ex.verdicts == [(0, "d0", "accept"), (1, "d1", "accept"), (2, "d2", "reject"), (2, "t2", "backtrack"),
+                           (1, "t1", "kept"), (2, "d2", "accept"), (3, "\\boxed{d3}", "accept")]
+
+
+@pytest.mark.parametrize("cap, limit, verdict", [(0, 10, "kept"), (1, 0, "kept"), (1, 10, "backtrack")])
+def test_a_failed_rewrite_backtracks_only_while_the_cap_and_an_anchor_allow(cap, limit, verdict):
+    ex = _Recording({"d1": 0.1, "d0|t1": 0.2, "t0": 0.1}, final_at=2)
+    out = solve(ex, alg(max_backtracks=cap, ancestor_limit=limit))
+    assert ex.verdicts[2] == (1, "t1", verdict) and out.backtracks == (verdict == "backtrack")
+    if verdict == "backtrack":   # the anchor's rewrite t0 scores worse than t1: dropped, t1 stays
+        assert ex.verdicts[3] == (0, "t0", "reject") and names(out)[:2] == ["d0", "t1"]

@@ -18,8 +18,9 @@ from heterospec.config import compose_config
 from heterospec.dfvg.drafter import Drafter, Plan
 from heterospec.dfvg.engine import SpeculativeDecoder, check_tokenizers, load_pair, target_greedy
 from heterospec.dfvg.lean import LeanDecoder
-from heterospec.dfvg.stage import STRATEGIES, collect, prompts, replay_run, strategy
-from heterospec.dfvg.strategies import Feedback, HfHeuristic, Tree
+from heterospec.dfvg.methods import prompts, strategy
+from heterospec.dfvg.stage import collect, replay_run
+from heterospec.dfvg.strategies import STRATEGIES, Feedback, HfHeuristic, Tree
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
 from heterospec.dfvg.tree import DraftTree
 from heterospec.dfvg.verify import Verifier

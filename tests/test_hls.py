@@ -218,7 +218,7 @@ def test_unknown_board_for_codegen_is_one_line(tmp_path):
 
 
 def test_buys_prices_each_design_point_from_its_own_table():
-    from heterospec.hls.buys import _shift, perf_table
+    from heterospec.dfvg.buys import _shift, perf_table
     new, old = perf_table(["experiment=ci"], "default"), perf_table(["experiment=ci"], "serial_u280")
     assert set(new["design"].to_pylist()) == {"default"} and set(old["design"].to_pylist()) == {"serial_u280"}
     assert sum(new["ms_per_token"].to_pylist()) < sum(old["ms_per_token"].to_pylist()) / 3

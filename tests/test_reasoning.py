@@ -17,6 +17,8 @@ from heterospec.paths import ROLES, RunPaths
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
 from heterospec.reasoning.traces import TABLES
+from heterospec.replay.steps import steps_from_calls
+from heterospec.replay.validate import find_traces
 from heterospec.store import read_parquet
 from heterospec.tasks import load_problems
 
@@ -132,6 +134,38 @@ def test_kvmu_logs_all_four_modes(trio):
             assert row["valid"] <= row["current"] <= row["step_ahead"]
 
 
+@pytest.mark.parametrize("executor", ["sequential", "step_ahead"])
+def test_every_trace_label_is_the_controllers_verdict(trio, executor):
+    """BRSD with a backtrack cap of 1, so failed rewrites past the cap stay: each PRM call and each draft proposal
+    is labelled with the verdict the controller settled on its step, and the PRM calls labelled ``backtrack`` are
+    the backtracks the controller counted."""
+    cfg, _, checkpoints = trio
+    alg = compose_config(OVERRIDES + [f"algorithm.threshold={cfg.algorithm.threshold}",
+                                      f"algorithm.backtrack_threshold={cfg.algorithm.threshold}",
+                                      "algorithm.max_backtracks=1"]).algorithm
+    seen = set()
+    with Session(cfg, checkpoints, processes=False) as s:
+        ex = s.executor(executor, alg)
+        told, settle = [], ex.settle
+        ex.settle = lambda path, step, verdict: told.append(verdict) or settle(path, step, verdict)
+        for p in load_problems(cfg.dataset, 6):
+            told.clear()
+            rows = s.run(p, alg, executor, ex)
+            prm = [c for c in rows["calls"] if c["role"] == "prm"]
+            assert [c["outcome"] for c in prm] == told
+            proposals = [c["outcome"] for c in rows["calls"] if c["role"] == "draft" and c["outcome"] != "cancelled"]
+            assert proposals[::2] == proposals[1::2] == [v for v, c in zip(told, prm) if c["attempt"] == 0]
+            assert sum(v == "backtrack" for v in told) == rows["problems"][0]["backtracks"]
+            # the step table: a row per proposal, its outcome from the same verdicts; every call in one of them
+            steps = rows["steps"]
+            assert [s["outcome"] == "accept" for s in steps] == [v == "accept" for v, c in zip(told, prm)
+                                                                 if c["attempt"] == 0]
+            assert sum(s["outcome"] == "backtrack" for s in steps) == rows["problems"][0]["backtracks"]
+            assert {c["step_idx"] for c in rows["calls"]} == set(range(len(steps)))
+            seen.update(told)
+    assert seen == {"accept", "reject", "backtrack", "kept"}
+
+
 def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
     cfg, paths, _ = trio
     monkeypatch.chdir(paths.root.parent.parent)
@@ -154,6 +188,17 @@ def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
     assert problems.num_rows == 6 and len(set(problems.column("problem_id").to_pylist())) == 6
     assert set(calls.column("role").to_pylist()) == {"draft", "prm", "target"}
     assert all(e >= s for s, e in zip(calls.column("start_ns").to_pylist(), calls.column("end_ns").to_pylist()))
+    # the step table: one row per draft proposal, its outcome the controller's; the validation's step view is it
+    steps = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "steps"), TABLES["steps"]).to_pylist()
+    proposals = [c for c in calls.to_pylist() if c["role"] == "prm" and c["attempt"] == 0]
+    assert [(s["problem_id"], s["outcome"] == "accept") for s in steps] == \
+        [(c["problem_id"], c["outcome"] == "accept") for c in proposals]
+    for p in problems.to_pylist():
+        mine = [s["outcome"] for s in steps if s["problem_id"] == p["problem_id"]]
+        assert mine.count("backtrack") == p["backtracks"] and mine.count("accept") >= p["draft_steps"]
+    view = steps_from_calls(find_traces(paths.collect_root, ["sequential"])[0][("brsd", "sequential")]).to_pylist()
+    assert [(v["problem"], v["outcome"]) for v in view] == [(s["problem_id"], s["outcome"]) for s in steps]
+    assert {v["prompt_tokens"] for v in view} == {p["prompt_tokens"] for p in problems.to_pylist()}
 
 
 def test_collect_journal_restarts_when_settings_or_models_change(trio, monkeypatch):

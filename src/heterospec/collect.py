@@ -53,7 +53,8 @@ def _journal_write(path: Path, rows: dict) -> None:
 
 
 def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard: str) -> str:
-    """What a journaled problem depends on: settings, the models' manifests, the package version."""
+    """What a journaled problem depends on: settings, the models' manifests, the package version, the tables' schema
+    versions."""
     import hashlib
 
     from omegaconf import OmegaConf
@@ -61,7 +62,7 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
     import heterospec
     parts = [OmegaConf.to_yaml(n, resolve=True) for n in
              (dataset_config(cfg, dataset), alg, cfg.models, cfg.collect, cfg.system.torch_devices)]
-    parts += [dataset, executor, shard, heterospec.__version__]
+    parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in TABLES.values())]
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()
 
@@ -79,7 +80,7 @@ def _open_journal(journal: Path, spec: str) -> None:
 
 def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
               shard: str, processes: bool | None = None) -> dict[str, Path]:
-    """Collect one shard; returns the paths of its three tables."""
+    """Collect one shard; returns the paths of its tables."""
     from heterospec.models.manifest import read_manifest
     from heterospec.reasoning.session import Session
     from heterospec.tasks import load_problems
@@ -126,7 +127,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
 
 
 def merge(paths: RunPaths, dataset: str, algorithm: str, executor: str, shards: int) -> None:
-    """Join the shards of one (dataset, algorithm, executor) into its three tables."""
+    """Join the shards of one (dataset, algorithm, executor) into its tables."""
     for t, schema in TABLES.items():
         parts = [read_parquet(paths.collect_shard(dataset, algorithm, executor, f"{i}of{shards}", t), schema)
                  for i in range(shards)]

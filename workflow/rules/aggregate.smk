@@ -6,7 +6,7 @@ rule config:
     output:
         PATHS.config,
     params:
-        spec=digest(CFG),
+        spec=spec("config"),
         hydra=HYDRA,
     resources:
         mem_mb=need("config", "mem_mb"),

@@ -1,4 +1,5 @@
-# collect: RSD / BRSD run for real with every model call traced, sharded by problem range, then merged.
+# collect: RSD / BRSD run for real with every model call and every step of the controller traced, sharded by
+# problem range, then merged.
 
 
 rule collect_shard:
@@ -6,10 +7,11 @@ rule collect_shard:
         unpack(collect_inputs),
     output:
         calls=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "calls"),
+        steps=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "steps"),
         problems=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "problems"),
         kvmu=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "kvmu"),
     params:
-        spec=collect_spec,
+        spec=spec("collect_shard"),
         hydra=HYDRA,
     threads: need("collect_shard", "threads")
     resources:
@@ -32,6 +34,7 @@ rule collect_merge:
         collect_shards,
     output:
         calls=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "calls"),
+        steps=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "steps"),
         problems=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "problems"),
         kvmu=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "kvmu"),
     params:

@@ -1,26 +1,26 @@
-# Config loading and path helpers: the only Python logic of the workflow.
-import hashlib
+# The run's config, paths and the input functions of the rules. The logic lives in the package (heterospec.config.
+# snakemake, heterospec.config.digest), where it is tested.
 import shlex
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from heterospec.config import compose_config, run_dir
-from heterospec.config.snakemake import parse_overrides, validate_config
+from heterospec.config.digest import ResolvedRun, digest
+from heterospec.config.snakemake import run_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths, model_dir
+from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
 from heterospec.report.sweep import parse_sweep, sweep_name
 
 
-try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra config it names
+try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra config it names, composed once
     validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
-    OVERRIDES = [f"experiment={config['experiment']}"] + parse_overrides(config["overrides"])
-    if config.get("name"):
-        OVERRIDES.append(f"name={config['name']}")
+    OVERRIDES = run_overrides(config)
     CFG = compose_config(OVERRIDES)
+    RESOLVED = ResolvedRun(CFG, OVERRIDES)   # the group entries the stages read besides the run's own
     SWEEP = parse_sweep(config["sweep"]) if config.get("sweep") else None
+    JOBS = JobSizes(CFG, {d: RESOLVED.dataset(d) for d in CFG.datasets})
 except UserError as e:
     print(f"heterospec: {e}", file=sys.stderr)
     sys.exit(2)
@@ -33,10 +33,9 @@ TRAINED = [r for r in ROLES if CFG.models[r].source == "train"]
 DOWNLOADED = str(Path(str(CFG.paths.datasets)) / "{bench}" / "test.jsonl")  # where a fetched benchmark goes
 
 
-def digest(*nodes):
-    """Short hash of config sections: a rule's params, so Snakemake reruns it when they change."""
-    text = "\n".join(OmegaConf.to_yaml(n, resolve=True) if OmegaConf.is_config(n) else str(n) for n in nodes)
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
+def spec(rule):
+    """A rule's params.spec: the digest of the config sections its stage reads (heterospec.config.digest.READS)."""
+    return lambda wildcards: RESOLVED.spec(rule, dict(wildcards.items()))
 
 
 MODEL_DIR = str(model_dir(PATHS.root.parent, "{role}", "{model_key}"))
@@ -45,22 +44,10 @@ MODEL_DIR = str(model_dir(PATHS.root.parent, "{role}", "{model_key}"))
 def eval_inputs(wildcards):
     role = wildcards.method.removesuffix("_only")
     inputs = {"manifest": str(PATHS.model_manifest(role))}
-    ds = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}"]).dataset
+    ds = RESOLVED.dataset(wildcards.dataset)
     if ds.kind != "synthetic":
         inputs["data"] = ds.path
     return inputs
-
-
-def eval_spec(wildcards):
-    ds = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}"]).dataset
-    return digest(ds, CFG.eval_limit, CFG.eval_max_new_tokens, CFG.models.prompt)
-
-
-try:
-    JOBS = JobSizes(CFG, {d: compose_config([*OVERRIDES, f"dataset={d}"]).dataset for d in CFG.datasets})
-except UserError as e:
-    print(f"heterospec: {e}", file=sys.stderr)
-    sys.exit(2)
 
 
 def need(stage, field):
@@ -72,15 +59,10 @@ def collect_inputs(wildcards):
     inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ROLES]}
     if CFG.models.draft.quantized:
         inputs["quantized_draft"] = str(PATHS.quantized_draft)
-    ds = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}"]).dataset
+    ds = RESOLVED.dataset(wildcards.dataset)
     if ds.kind != "synthetic":
         inputs["data"] = ds.path
     return inputs
-
-
-def collect_spec(wildcards):
-    cfg = compose_config([*OVERRIDES, f"dataset={wildcards.dataset}", f"algorithm={wildcards.algorithm}"])
-    return digest(cfg.dataset, cfg.algorithm, cfg.models, cfg.system.torch_devices, cfg.collect)
 
 
 def collect_shards(wildcards):
@@ -88,7 +70,7 @@ def collect_shards(wildcards):
     return [
         str(PATHS.collect_shard(wildcards.dataset, wildcards.algorithm, wildcards.executor, f"{i}of{n}", t))
         for i in range(n)
-        for t in ("calls", "problems", "kvmu")
+        for t in COLLECT_TABLES
     ]
 
 
@@ -139,26 +121,6 @@ def replay_inputs(wildcards):
     return inputs
 
 
-def replay_spec(wildcards):
-    """Everything the replay reads besides its input files: its config, the models, each system and schedule."""
-    from heterospec.replay.stage import schedule_configs
-    systems = [compose_config([*OVERRIDES, f"system={s}"]).system for s in CFG.replay.systems]
-    return digest(CFG.replay, CFG.models, *systems, *schedule_configs(CFG, OVERRIDES))
-
-
-def replay_validate_spec(wildcards):
-    """The validation's system and the schedules it replays the executors with."""
-    from heterospec.replay.stage import compose_schedule
-    scheds = [compose_schedule(CFG, OVERRIDES, s, "replay.validate_schedules") for s in CFG.replay.validate_schedules]
-    return digest(CFG.replay.validate_system, CFG.replay.validate_schedules, *scheds)
-
-
-def hls_spec():
-    """The HLS models' params: the hls config and every board's hardware config."""
-    boards = [compose_config([*OVERRIDES, f"hardware@system.draft={b}"]).system.draft for b in CFG.hls.boards]
-    return digest(CFG.hls, CFG.quantize.rope_positions, CFG.models.draft, *boards)
-
-
 def hls_outputs():
     """The W8A8 draft's quality, the HLS models, the KVMU synthesis, per board the vendor-flow status and the
     C simulation (for drafts trained here: a 0.5B draft is far too slow to simulate in plain C++). ``hls.enabled=false``
@@ -189,10 +151,6 @@ def dfvg_inputs(wildcards):
     if wildcards.dfvg_method != "target_greedy":
         inputs["reference"] = str(PATHS.dfvg_generations("target_greedy"))
     return inputs
-
-
-def dfvg_spec(wildcards):
-    return digest(CFG.dfvg, CFG.models.draft, CFG.models.target, CFG.models.prompt)
 
 
 def dfvg_replay_inputs():

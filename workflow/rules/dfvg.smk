@@ -10,7 +10,7 @@ rule dfvg_collect:
         generations=PATHS.dfvg_generations("{dfvg_method}"),
         rounds=PATHS.dfvg_rounds("{dfvg_method}"),
     params:
-        spec=dfvg_spec,
+        spec=spec("dfvg_collect"),
         hydra=HYDRA,
     threads: need("dfvg_collect", "threads")
     resources:
@@ -33,7 +33,7 @@ rule dfvg_replay:
     output:
         PATHS.dfvg_replay,
     params:
-        spec=digest(CFG.dfvg.replay, CFG.replay.call_overhead_ms),
+        spec=spec("dfvg_replay"),
         hydra=HYDRA,
     resources:
         mem_mb=need("dfvg_replay", "mem_mb"),

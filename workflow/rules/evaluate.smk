@@ -7,7 +7,7 @@ rule evaluate:
     output:
         PATHS.evaluation("{dataset}", "{method}"),
     params:
-        spec=eval_spec,
+        spec=spec("evaluate"),
         hydra=HYDRA,
     resources:
         gpu=need("evaluate", "gpu"),

@@ -9,7 +9,7 @@ rule hls_codegen:
     output:
         PATHS.hls_codegen("{board}"),
     params:
-        spec=digest(CFG.hls.kernel, CFG.hls.kvmu_pointer_bits, CFG.hls.pipeline),
+        spec=spec("hls_codegen"),
         hydra=HYDRA,
     resources:
         mem_mb=need("hls_codegen", "mem_mb"),
@@ -29,7 +29,7 @@ rule hls_csim:
     output:
         PATHS.hls_csim("{board}"),
     params:
-        spec=digest(CFG.hls.csim_prompts, CFG.hls.csim_max_new_tokens, CFG.hls.cxx),
+        spec=spec("hls_csim"),
         hydra=HYDRA,
     resources:
         mem_mb=need("hls_csim", "mem_mb"),
@@ -53,7 +53,7 @@ rule hls_model:
         breakdown=PATHS.hls_breakdown,
         resources=PATHS.hls_resources,
     params:
-        spec=hls_spec(),
+        spec=spec("hls_model"),
         hydra=HYDRA,
     resources:
         mem_mb=need("hls_model", "mem_mb"),
@@ -71,7 +71,7 @@ rule kvmu_rtl:
     output:
         PATHS.kvmu_synth,
     params:
-        spec=digest(CFG.hls.kvmu_pointer_bits, CFG.hls.kvmu_synth_bits),
+        spec=spec("kvmu_rtl"),
         hydra=HYDRA,
     resources:
         mem_mb=need("kvmu_rtl", "mem_mb"),
@@ -93,7 +93,7 @@ rule hls_vendor:
     output:
         PATHS.hls_vendor("{board}"),
     params:
-        spec=digest(CFG.hls.vendor_tools),
+        spec=spec("hls_vendor"),
         hydra=HYDRA,
     resources:
         mem_mb=need("hls_vendor", "mem_mb"),

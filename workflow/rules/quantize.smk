@@ -8,7 +8,7 @@ rule quantize:
         export=PATHS.quantized_draft,
         quality=PATHS.quantize_quality,
     params:
-        spec=digest(CFG.quantize, CFG.models.draft, CFG.models.prompt, CFG.eval_limit),
+        spec=spec("quantize"),
         hydra=HYDRA,
     resources:
         gpu=need("quantize", "gpu"),

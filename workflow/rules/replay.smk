@@ -10,7 +10,7 @@ rule replay_import:
         events=PATHS.replay_events("{trace_set}"),
         target_events=PATHS.replay_target_events("{trace_set}"),
     params:
-        spec=digest(CFG.replay.traces, CFG.replay.datasets, CFG.replay.format),
+        spec=spec("replay_import"),
         hydra=HYDRA,
     resources:
         mem_mb=need("replay_import", "mem_mb"),
@@ -32,7 +32,7 @@ rule replay:
         results=PATHS.replay_results,
         artifact=PATHS.replay_artifact,
     params:
-        spec=replay_spec,
+        spec=spec("replay"),
         hydra=HYDRA,
     resources:
         mem_mb=need("replay", "mem_mb"),
@@ -54,7 +54,7 @@ rule replay_validate:
         validation=PATHS.replay_validation,
         fit=PATHS.replay_fit,
     params:
-        spec=replay_validate_spec,
+        spec=spec("replay_validate"),
         hydra=HYDRA,
     resources:
         mem_mb=need("replay_validate", "mem_mb"),

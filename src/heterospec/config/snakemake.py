@@ -1,5 +1,5 @@
 """What the Snakefile needs from the package: its ``--config`` checked against the workflow's JSON schema, and
-the ``overrides`` string turned into Hydra overrides. Kept here, not in ``common.smk``, so it is tested."""
+turned into the run's Hydra overrides. Kept here, not in ``common.smk``, so it is tested."""
 from __future__ import annotations
 
 import re
@@ -29,6 +29,12 @@ def validate_config(config: dict, schema_path: str | Path) -> None:
         key = re.search(r"schema\['properties'\]\['(\w+)'\]", text)
         raise UserError(f"--config {key.group(1) if key else ''}: {detail.removeprefix('ValidationError: ')}"
                         .replace(" :", ":")) from None
+
+
+def run_overrides(config: dict) -> list[str]:
+    """The Hydra overrides of a Snakemake run: its experiment, the ``overrides`` string, then its ``name``."""
+    out = [f"experiment={config['experiment']}"] + parse_overrides(config.get("overrides"))
+    return out + [f"name={config['name']}"] if config.get("name") else out
 
 
 def parse_overrides(value) -> list[str]:

@@ -16,7 +16,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec.tables import format_table
-from heterospec.dfvg.stage import open_pair, prompts, run_method
+from heterospec.dfvg.methods import open_pair, prompts, run_method
 from heterospec.dfvg.strategies import Chain, Tree
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
 from heterospec.paths import RunPaths

@@ -9,81 +9,20 @@
 from __future__ import annotations
 
 import logging
-import sys
-import time
-from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import torch
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from heterospec import stage
-from heterospec.dfvg.engine import Pair, SpeculativeDecoder, hf_generate, load_pair, target_greedy
-from heterospec.dfvg.strategies import STRATEGIES, draft_lanes, make_strategy
+from heterospec.dfvg.methods import METHODS, open_pair, prompts, run_method, strategy
+from heterospec.dfvg.strategies import STRATEGIES
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet, write_parquet
 
 log = logging.getLogger("heterospec.dfvg")
-
-BASELINES = ("target_greedy", "hf_assisted")
-METHODS = BASELINES + STRATEGIES
-
-
-def prompts(cfg: DictConfig, tokenizer, overrides: list[str] = ()) -> list[tuple[str, list[int]]]:
-    """(problem id, prompt ids) of the first ``dfvg.prompts`` held-out synthetic problems."""
-    from heterospec.config import dataset_config
-    from heterospec.models.prompts import format_prompt
-    from heterospec.tasks import load_problems
-    ds = dataset_config(cfg, "synthetic", overrides)
-    probs = load_problems(ds, cfg.dfvg.prompts)
-    return [(p.id, tokenizer(format_prompt(cfg.models.prompt, p.question, tokenizer))["input_ids"]) for p in probs]
-
-
-def open_pair(cfg: DictConfig, paths: RunPaths) -> Pair:
-    from heterospec.models.manifest import read_manifest
-    draft = read_manifest(paths.model_manifest("draft"))["path"]
-    target = read_manifest(paths.model_manifest("target"))["path"]
-    dev = cfg.system.torch_devices
-    return load_pair(draft, target, cfg.models.target.dtype, (dev.get("draft", "cpu"), dev.get("target", "cpu")))
-
-
-def strategy(cfg: DictConfig, name: str):
-    from heterospec.config.hardware import device
-    hw = device(cfg.dfvg.draft_hardware, cfg)
-    return make_strategy(name, cfg.dfvg, draft_lanes(hw), cfg.dfvg.draft_hardware)
-
-
-def run_method(pair: Pair, cfg: DictConfig, method: str, items: list[tuple[str, list[int]]],
-               reference: dict[str, list[int]] | None = None) -> tuple[list[dict], list[dict]]:
-    """Decode every prompt with ``method``; (generation rows, round rows)."""
-    if method not in METHODS:
-        raise UserError(f"unknown DFVG method '{method}'; choose one of {list(METHODS)}")
-    d = cfg.dfvg
-    decoder = SpeculativeDecoder(pair, d.temperature, d.seed, d.draft_kernel) if method in STRATEGIES else None
-    gens, rounds = [], []
-    for pid, ids in tqdm(items, desc=f"dfvg {method}", unit="prompt", file=sys.stderr, mininterval=2):
-        t0 = time.perf_counter()
-        rs: list[dict] = []
-        if method == "target_greedy":
-            new = target_greedy(pair, ids, d.max_new_tokens)
-        elif method == "hf_assisted":
-            new = hf_generate(pair, ids, d.max_new_tokens, assisted=True)
-        else:
-            new, rs = decoder.generate(ids, strategy(cfg, method), d.max_new_tokens)
-        wall = time.perf_counter() - t0
-        same = None if reference is None or pid not in reference else new == reference[pid]
-        base = dict(run=cfg.name, models=cfg.models.name, temperature=float(d.temperature), prompt_id=pid)
-        gens.append(dict(base, method=method, prompt_tokens=len(ids), new_tokens=len(new), rounds=len(rs),
-                         wall_s=wall, identical=same, output=pair.tokenizer.decode(new, skip_special_tokens=True),
-                         token_ids=new))
-        rounds += [dict(base, strategy=method, **r) for r in rs]
-    return gens, rounds
-
-
 
 def collect(cfg: DictConfig, paths: RunPaths, method: str, overrides: list[str]) -> None:
     torch.set_num_threads(int(cfg.dfvg.threads))
@@ -122,17 +61,27 @@ def replay_run(cfg: DictConfig, paths: RunPaths) -> None:
 
 
 def main(argv: list[str]) -> None:
-    p = stage.parser("python -m heterospec.dfvg", "DFVG token-level speculative decoding: collect, replay, bench.")
-    p.add_argument("command", choices=["collect", "replay", "bench"])
+    p = stage.parser("python -m heterospec.dfvg", "DFVG token-level speculative decoding: collect, replay, bench, and "
+                     "what a faster draft buys (buys).")
+    p.add_argument("command", choices=["collect", "replay", "bench", "buys"])
     p.add_argument("--method", default="tree", help=f"collect: one of {', '.join(METHODS)}")
     p.add_argument("--repeats", type=int, default=3, help="bench: timed repetitions (the fastest counts)")
     p.add_argument("--prompts", type=int, default=0, help="bench: prompts (0: dfvg.prompts)")
+    p.add_argument("--designs", default="serial_u280,default", help="buys: hls configs to compare")
+    p.add_argument("--offsets", default="0,512,1024,2048,4096", help="buys: tokens added to every prompt")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.command == "collect":
         collect(cfg, paths, args.method, args.overrides)
     elif args.command == "replay":
         replay_run(cfg, paths)
+    elif args.command == "buys":
+        from heterospec.dfvg.buys import dfvg_sweep, print_sweep
+        try:
+            offsets = [int(x) for x in args.offsets.split(",")]
+        except ValueError:
+            raise UserError(f"dfvg buys: --offsets={args.offsets!r}; expected comma-separated integers") from None
+        print_sweep(dfvg_sweep(cfg, paths, args.overrides, args.designs.split(","), offsets))
     else:
         from heterospec.dfvg.bench import bench
         bench(cfg, paths, args.overrides, args.repeats, args.prompts)

@@ -5,7 +5,6 @@
     python -m heterospec.hls model experiment=ci          # perf.parquet, breakdown.parquet, resources.parquet
     python -m heterospec.hls kvmu experiment=ci           # Verilog, Yosys synthesis per pointer width
     python -m heterospec.hls vendor --board u280 experiment=ci
-    python -m heterospec.hls buys experiment=dfvg         # DFVG with the hls profile per design point and context
 """
 from __future__ import annotations
 
@@ -167,15 +166,13 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
 
 def main(argv: list[str]) -> None:
     p = stage.parser("python -m heterospec.hls", "HLS build of the draft accelerator.")
-    p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor", "buys"])
+    p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor"])
     p.add_argument("--board", help="hardware config of the FPGA (codegen, csim, vendor)")
     p.add_argument("--export", type=Path, help="W8A8 export manifest (default: results/<run>/quantize/draft/)")
     p.add_argument("--kernel", type=Path, help="kernel manifest (default: results/<run>/hls/<board>/src/kernel.json)")
     p.add_argument("--out", type=Path, help="output file (perf table for `model`)")
     p.add_argument("--breakdown", type=Path)
     p.add_argument("--resources", type=Path, help="resource table (model: written; vendor: read)")
-    p.add_argument("--designs", default="serial_u280,default", help="buys: hls configs to compare")
-    p.add_argument("--offsets", default="0,512,1024,2048,4096", help="buys: tokens added to every prompt")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.command in ("codegen", "csim", "vendor"):
@@ -192,13 +189,6 @@ def main(argv: list[str]) -> None:
               args.breakdown or paths.hls_breakdown, args.resources or paths.hls_resources)
     elif args.command == "kvmu":
         kvmu(cfg, paths, args.out or paths.kvmu_synth)
-    elif args.command == "buys":
-        from heterospec.hls.buys import dfvg_sweep, print_sweep
-        try:
-            offsets = [int(x) for x in args.offsets.split(",")]
-        except ValueError:
-            raise UserError(f"hls buys: --offsets={args.offsets!r}; expected comma-separated integers") from None
-        print_sweep(dfvg_sweep(cfg, paths, args.overrides, args.designs.split(","), offsets))
     else:
         vendor(cfg, paths, args.board, kernel, args.resources or paths.hls_resources,
                args.out or paths.hls_vendor(args.board))

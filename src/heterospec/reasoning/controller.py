@@ -7,7 +7,8 @@ still fails backtracks: the target rewrites the nearest ancestor that can still 
 problem); when that fails too, reasoning continues with the best target child.
 
 *How* the calls run (one after another, or overlapped across devices) is the executor's business
-(:mod:`heterospec.reasoning.executors`); the decisions here are the same for every executor.
+(:mod:`heterospec.reasoning.executors`); the decisions here are the same for every executor, and the controller
+tells the executor each one (:data:`VERDICTS`), so its trace records them rather than working them out again.
 """
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ from typing import Protocol
 
 from heterospec.grading import last_boxed
 from heterospec.reasoning.roles import Step
+
+
+# What became of a scored step: it passed and joins the path; it failed and is dropped; a failed rewrite set off a
+# backtrack; a failed rewrite stays on the path all the same (no backtrack left or in reach, or the best child)
+ACCEPT, REJECT, BACKTRACK, KEPT = "accept", "reject", "backtrack", "kept"
+VERDICTS = (ACCEPT, REJECT, BACKTRACK, KEPT)
 
 
 @dataclass
@@ -39,7 +46,7 @@ class Executor(Protocol):
 
     def propose(self, path: list[Node]) -> Step: ...                          # draft: next step
     def verify(self, path: list[Node], step: Step, author: str) -> float: ...  # PRM: its reward
-    def settle(self, path: list[Node], step: Step, accepted: bool) -> None: ...  # verdict on a draft step
+    def settle(self, path: list[Node], step: Step, verdict: str) -> None: ...  # on the step just verified
     def rewrite(self, path: list[Node], why: str) -> Step: ...                # target: its own step
 
 
@@ -62,15 +69,20 @@ def solve(ex: Executor, alg) -> Outcome:
         step = ex.propose(path)                                   # 1. the draft writes a step
         score = ex.verify(path, step, "draft")                    # 2. the PRM scores it
         accepted = score >= alg.threshold
-        ex.settle(path, step, accepted)
+        ex.settle(path, step, ACCEPT if accepted else REJECT)
         if accepted:                                              # 3. accept the draft's step
             node = Node(step, "draft", score)
         else:                                                     # 4. the target rewrites it
             node = Node(ex.rewrite(path, "rescue"), "target", None, intervened=True)
             if alg.backtrack:                                     # BRSD: the rewrite must pass too
                 node.score = ex.verify(path, node.step, "target")
-                if node.score < alg.backtrack_threshold and out.backtracks < alg.max_backtracks:
+                if node.score >= alg.backtrack_threshold:
+                    ex.settle(path, node.step, ACCEPT)
+                elif out.backtracks < alg.max_backtracks and nearest_anchor(path, alg.ancestor_limit) is not None:
+                    ex.settle(path, node.step, BACKTRACK)
                     path, node = _backtrack(ex, alg, path, node, out)
+                else:
+                    ex.settle(path, node.step, KEPT)
         path.append(node)
         why = finished(node.step)
         if why:
@@ -89,15 +101,16 @@ def nearest_anchor(path: list[Node], limit: int) -> int | None:
 
 
 def _backtrack(ex: Executor, alg, path: list[Node], failed: Node, out: Outcome) -> tuple[list[Node], Node]:
-    """The target's rewrite failed: rewrite the anchor instead; keep whichever target child scores better."""
+    """The target's rewrite failed: rewrite the anchor (there is one) instead; keep whichever target child scores
+    better."""
     anchor = nearest_anchor(path, alg.ancestor_limit)
-    if anchor is None:
-        return path, failed                                       # nothing left to intervene: go on
     out.backtracks += 1
     path[anchor].intervened = True                                # its one intervention is spent now
     base = path[:anchor]
     retry = Node(ex.rewrite(base, "backtrack"), "target", None, intervened=True)
     retry.score = ex.verify(base, retry.step, "target")
     if retry.score >= alg.backtrack_threshold or retry.score > failed.score:
+        ex.settle(base, retry.step, ACCEPT if retry.score >= alg.backtrack_threshold else KEPT)
         return base, retry                                        # continue from the anchor
+    ex.settle(base, retry.step, REJECT)
     return path, failed                                           # the best target child stays

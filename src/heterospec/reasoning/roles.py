@@ -100,8 +100,9 @@ class StepWriter:
                 break
             logits = self.cache.feed([tok])
         self.generated += len(tokens)
-        # the last sampled token is fed at the next call, if its step survives
-        calls.append(Call("decode", max(0, len(tokens) - 1), len(tokens), kv1, t1, time.perf_counter_ns()))
+        # a complete step's last token is fed at the next call, if its step survives; a cut one fed them all
+        fed_decode = len(self.cache.ids) - kv1
+        calls.append(Call("decode", fed_decode, len(tokens), kv1, t1, time.perf_counter_ns()))
         self.written = list(context) + tokens
         if self.kvmu is not None:
             self.kvmu.speculate(len(context), len(self.written), ahead=valid < len(context))
@@ -115,7 +116,7 @@ class StepWriter:
     def _kvmu_before(self, keep: int, context: list[int], valid: int) -> None:
         """Log the pointer moves a write implies: rollback, accept, host tokens in."""
         k = self.kvmu
-        if keep < k.current:
+        if keep < k.step_ahead:     # the cache held more (a step drafted ahead included): it is dropped
             k.rollback(keep, "backtrack" if keep < k.valid else "reject")
         if len(context) > keep:
             k.initialise(len(context), "prompt" if keep == 0 else ("shadow_sync" if valid >= len(context) else "host"))

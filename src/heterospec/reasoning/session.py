@@ -59,8 +59,7 @@ class Session:
             raise
 
     def executor(self, name: str, alg):
-        args = (self.roles["draft"], self.roles["prm"], self.roles["target"], alg.max_tokens_per_call,
-                alg.threshold, self.devices)
+        args = (self.roles["draft"], self.roles["prm"], self.roles["target"], alg.max_tokens_per_call, self.devices)
         if name == "sequential":
             return Sequential(*args)
         if name == "step_ahead":
@@ -73,7 +72,7 @@ class Session:
         return self.tokenizer(text)["input_ids"]  # with the special tokens the models were trained with (bos)
 
     def run(self, problem, alg, executor: str, ex=None) -> dict[str, list[dict]]:
-        """Solve one problem; its rows for the calls, problems and kvmu tables (run fields not filled)."""
+        """Solve one problem; its rows for the calls, steps, problems and kvmu tables (run fields not filled)."""
         ex = ex or self.executor(executor, alg)
         prompt = self.prompt_ids(problem.question)
         t0 = time.perf_counter()
@@ -96,7 +95,8 @@ class Session:
         t_start = ex.rec.t0
         kvmu = [dict(problem_id=problem.id, seq=i, t_ns=t - t_start, mode=mode, valid=v, current=c, step_ahead=s,
                      reason=why) for i, (t, mode, v, c, s, why) in enumerate(stats["kvmu"])]
-        return {"calls": [dict(problem_id=problem.id, **r) for r in calls], "problems": [problem_row], "kvmu": kvmu}
+        return {"calls": [dict(problem_id=problem.id, **r) for r in calls],
+                "steps": [dict(problem_id=problem.id, **r) for r in ex.rec.steps], "problems": [problem_row], "kvmu": kvmu}
 
     def close(self) -> None:
         for role in self.roles.values():

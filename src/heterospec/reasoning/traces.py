@@ -1,6 +1,8 @@
 """Trace tables of the collect stage: fixed, versioned pyarrow schemas.
 
-* ``collect_calls/v1`` — one row per model call.
+* ``collect_calls/v2`` — one row per model call, with the controller's step it served.
+* ``collect_steps/v1`` — one row per step of the controller (a draft proposal, and the rescue and backtrack that
+  followed it), with what the controller decided: the step view the replay's validation reads.
 * ``collect_problems/v1`` — one row per problem.
 * ``collect_kvmu/v1`` — one row per KVMU mode transition of the draft.
 """
@@ -19,7 +21,8 @@ _RUN = [
     pa.field("problem_id", pa.string()),
 ]
 
-CALLS_TRACE_SCHEMA = versioned("collect_calls", 1, _RUN + [
+CALLS_TRACE_SCHEMA = versioned("collect_calls", 2, _RUN + [
+    pa.field("step_idx", pa.int32()),        # the controller's step it served (collect_steps/v1)
     pa.field("step", pa.int32()),            # position on the reasoning path the call works on
     pa.field("attempt", pa.int32()),         # 0 draft proposal, 1 target rescue, 2 target at a backtrack anchor
     pa.field("role", pa.string()),           # draft | prm | target
@@ -31,7 +34,16 @@ CALLS_TRACE_SCHEMA = versioned("collect_calls", 1, _RUN + [
     pa.field("start_ns", pa.int64()),        # from the problem's start, one clock for all devices
     pa.field("end_ns", pa.int64()),
     pa.field("prm_score", pa.float64()),     # PRM calls only
-    pa.field("outcome", pa.string()),        # accept | reject | rescue | backtrack | prefetch_hit | partial_reuse | cancelled
+    # draft proposals and PRM calls: the controller's verdict on the step (accept | reject | backtrack | kept);
+    # target calls: why it wrote (rescue | backtrack) or what became of it (prefetch_hit | partial_reuse | cancelled)
+    pa.field("outcome", pa.string()),
+])
+
+STEPS_TRACE_SCHEMA = versioned("collect_steps", 1, _RUN + [
+    pa.field("step_idx", pa.int32()),        # 0, 1, ... in the controller's order: one per draft proposal
+    pa.field("position", pa.int32()),        # where on the reasoning path the draft proposed it
+    pa.field("outcome", pa.string()),        # accept (the draft's step) | rescue (the target's) | backtrack
+    pa.field("draft_score", pa.float64()),   # the PRM's reward for the draft's step
 ])
 
 PROBLEMS_SCHEMA = versioned("collect_problems", 1, _RUN + [
@@ -63,4 +75,4 @@ KVMU_SCHEMA = versioned("collect_kvmu", 1, _RUN + [
     pa.field("reason", pa.string()),         # prompt | draft | step_ahead | prm | reject | backtrack | shadow_sync | host
 ])
 
-TABLES = {"calls": CALLS_TRACE_SCHEMA, "problems": PROBLEMS_SCHEMA, "kvmu": KVMU_SCHEMA}
+TABLES = {"calls": CALLS_TRACE_SCHEMA, "steps": STEPS_TRACE_SCHEMA, "problems": PROBLEMS_SCHEMA, "kvmu": KVMU_SCHEMA}

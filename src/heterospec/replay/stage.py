@@ -15,7 +15,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from heterospec.config import compose_config, hardware
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
@@ -25,8 +24,9 @@ from heterospec.replay.problem import problems_from_steps
 from heterospec.replay.system import PREFETCH_OUTCOMES
 from heterospec.replay.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles import get_profile, profile_names
-from heterospec.replay.schedules import get_schedule, schedule_names
+from heterospec.replay.schedules import get_schedule
 from heterospec.replay.steps import steps_from_events
+from heterospec.replay.variants import schedule_configs, system_configs
 from heterospec.store.parquet import write_parquet
 
 HARDWARE_PROFILES = ("roofline", "hls")
@@ -58,31 +58,6 @@ def import_stage(cfg: Any, paths: RunPaths, trace_set: str) -> pa.Table:
     print(f"[replay import] {trace_set}: {n} problems, {events.num_rows} events ({', '.join(ds)}) "
           f"-> {paths.replay_events(trace_set)}")
     return events
-
-
-def system_configs(cfg: Any, overrides: list[str]) -> list[Any]:
-    """``replay.systems`` as typed Systems (the run's own with its overrides); an unknown name is one line."""
-    out = []
-    for name in cfg.replay.systems:
-        out.append(hardware.system(name, cfg))
-    return out
-
-
-def schedule_configs(cfg: Any, overrides: list[str]) -> list[Any]:
-    """The schedules the replay runs, each composed through the ``schedule`` Hydra group with the run's overrides
-    (so ``schedule.*`` overrides apply to every one): the one a ``schedule=<name>`` override picks, else every
-    ``replay.schedules`` entry (an empty list: the run's ``schedule``)."""
-    picked = any(o.split("=", 1)[0].lstrip("+~") == "schedule" for o in overrides)
-    if picked or not cfg.replay.schedules:
-        return [cfg.schedule]
-    return [compose_schedule(cfg, overrides, name, "replay.schedules") for name in cfg.replay.schedules]
-
-
-def compose_schedule(cfg: Any, overrides: list[str], name: str, where: str) -> Any:
-    """Schedule ``name`` from the ``schedule`` group with the run's overrides (``where``: the key that named it)."""
-    if name not in schedule_names():
-        raise UserError(f"unknown schedule '{name}' in {where}; choose one of {schedule_names()}")
-    return cfg.schedule if cfg.schedule.name == name else compose_config([*overrides, f"schedule={name}"]).schedule
 
 
 def profile_factory(name: str, cfg: Any, paths: RunPaths):

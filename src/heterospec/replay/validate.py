@@ -5,9 +5,8 @@ merged tables beside them are read):
 
 * per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.steps.CALLS_SCHEMA`) — the contract; the
   executor is the file's path part named like one (``sequential``, ``step_ahead``), else ``sequential``;
-* the collect stage's own ``collect_calls/v1`` (converted: wall = end_ns - start_ns; steps delimited by the draft's
-  attempt-0 proposals, a step with an attempt-2 call is a backtrack (its attempt-1 target call the failed rescue
-  before it), one with an attempt-1 target decode a rescue);
+* the collect stage's own ``collect_calls/v2`` with the ``collect_steps/v1`` table beside it (converted: wall =
+  end_ns - start_ns; each call's step and that step's outcome as the collect run's controller decided them);
 * per-problem wall latencies from ``collect_problems/v1`` (``latency_s``) when present; without them a sequential
   run's latency is the sum of its calls' wall times.
 
@@ -29,12 +28,14 @@ import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
+from heterospec.reasoning.traces import CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, STEPS_TRACE_SCHEMA
 from heterospec.replay.measured import MeasuredProfile, fit_calls, fit_overheads, read_fit, write_fit
 from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls
 from heterospec.store.parquet import SCHEMA_VERSION_KEY, read_parquet, versioned, write_parquet
 
 CALLS_TAG = CALLS_SCHEMA.metadata[SCHEMA_VERSION_KEY].decode()
-COLLECT_CALLS_TAG, COLLECT_PROBLEMS_TAG = "collect_calls/v1", "collect_problems/v1"
+COLLECT_CALLS_TAG, COLLECT_STEPS_TAG, COLLECT_PROBLEMS_TAG = (
+    s.metadata[SCHEMA_VERSION_KEY].decode() for s in (CALLS_TRACE_SCHEMA, STEPS_TRACE_SCHEMA, PROBLEMS_SCHEMA))
 MAE_BAR = 0.10
 
 VALIDATION_SCHEMA = versioned("replay_validation", 1, [
@@ -90,9 +91,9 @@ def find_traces(root: Path, executors: list[str]) -> tuple[dict, dict]:
         if tag == CALLS_TAG:
             calls[("collect", _executor_of(path, root, executors))].append(read_parquet(path, CALLS_SCHEMA))
         elif tag == COLLECT_CALLS_TAG:
-            t = pq.read_table(path)
-            for key, part in _split(t, ("algorithm", "executor")).items():
-                calls[key].append(calls_from_collect(part, path))
+            steps = _steps_beside(path)
+            for key, part in _split(pq.read_table(path), ("algorithm", "executor")).items():
+                calls[key].append(calls_from_collect(part, steps, path))
         elif tag == COLLECT_PROBLEMS_TAG:
             for r in pq.read_table(path, columns=["algorithm", "executor", "dataset", "problem_id",
                                                    "latency_s"]).to_pylist():
@@ -110,10 +111,22 @@ def _split(t: pa.Table, keys: tuple[str, ...]) -> dict[tuple, pa.Table]:
     return {k: t.take(pa.array(v)) for k, v in idx.items()}
 
 
-def calls_from_collect(t: pa.Table, path: Path) -> pa.Table:
-    """collect_calls/v1 rows of one (algorithm, executor) -> model_calls/v1 rows (see the module docstring)."""
-    need = ["dataset", "problem_id", "attempt", "role", "phase", "tokens_in", "tokens_out", "kv_len", "start_ns",
-            "end_ns"]
+def _steps_beside(calls_path: Path) -> dict[tuple, str]:
+    """The collect steps table next to a calls table: (algorithm, executor, dataset, problem, step_idx) -> outcome."""
+    path = calls_path.with_name("steps.parquet")
+    if not path.exists() or _tag(path) != COLLECT_STEPS_TAG:
+        raise UserError(f"{path}: the {COLLECT_STEPS_TAG} table of {calls_path.name} is missing; rerun the collect "
+                        f"stage that wrote it")
+    cols = ["algorithm", "executor", "dataset", "problem_id", "step_idx", "outcome"]
+    return {(r["algorithm"], r["executor"], r["dataset"], r["problem_id"], r["step_idx"]): r["outcome"]
+            for r in read_parquet(path, STEPS_TRACE_SCHEMA).select(cols).to_pylist()}
+
+
+def calls_from_collect(t: pa.Table, steps: dict[tuple, str], path: Path) -> pa.Table:
+    """collect_calls/v2 rows -> model_calls/v1 rows: each call in its step, with the step's outcome from ``steps``
+    (:func:`_steps_beside`); calls in time order, a step's calls together."""
+    need = ["algorithm", "executor", "dataset", "problem_id", "step_idx", "role", "phase", "tokens_in", "tokens_out",
+            "kv_len", "start_ns", "end_ns"]
     missing = [c for c in need if c not in t.schema.names]
     if missing:
         raise UserError(f"{path}: column '{missing[0]}' missing ({COLLECT_CALLS_TAG})")
@@ -122,22 +135,16 @@ def calls_from_collect(t: pa.Table, path: Path) -> pa.Table:
         by_problem[(r["dataset"], r["problem_id"])].append(r)
     out = []
     for (ds, prob), rs in by_problem.items():
-        rs.sort(key=lambda r: (r["start_ns"], r["end_ns"]))
-        step, groups = -1, defaultdict(list)
-        for r in rs:
-            if r["role"] == "draft" and r["phase"] == "decode" and r["attempt"] == 0:
-                step += 1
-            groups[step].append(r)
-        k = 0
-        for step, group in sorted(groups.items()):
-            backtrack = any(r["attempt"] == 2 for r in group)
-            rescue = any(r["role"] == "target" and r["phase"] == "decode" and r["attempt"] == 1 for r in group)
-            outcome = "backtrack" if backtrack else "rescue" if rescue else "accept"
-            for r in group:   # a backtrack step keeps its failed rescue: steps_from_calls reads it as such
-                out.append(dict(dataset=ds, problem=str(prob), step_idx=step, call_idx=k, role=r["role"],
-                                phase=r["phase"], tokens_in=r["tokens_in"], tokens_out=r["tokens_out"],
-                                kv_len=r["kv_len"], outcome=outcome, wall_ms=(r["end_ns"] - r["start_ns"]) / 1e6))
-                k += 1
+        rs.sort(key=lambda r: (r["step_idx"], r["start_ns"], r["end_ns"]))
+        for k, r in enumerate(rs):
+            key = (r["algorithm"], r["executor"], ds, prob, r["step_idx"])
+            if key not in steps:
+                raise UserError(f"{path}: {ds}/{prob} has calls of step {r['step_idx']}, which its steps table lacks")
+            prompt = r["role"] == "draft" and r["phase"] == "prefill" and r["kv_len"] == 0   # the prompt going in
+            out.append(dict(dataset=ds, problem=str(prob), step_idx=-1 if prompt else r["step_idx"], call_idx=k,
+                            role=r["role"],
+                            phase=r["phase"], tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], kv_len=r["kv_len"],
+                            outcome=steps[key], wall_ms=(r["end_ns"] - r["start_ns"]) / 1e6))
     return pa.Table.from_pylist(out, schema=CALLS_SCHEMA)
 
 
@@ -145,7 +152,7 @@ def calls_from_collect(t: pa.Table, path: Path) -> pa.Table:
 def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dict | None = None,
               fit_on: str | None = None) -> pa.Table:
     """Fit on the sequential executor's calls (every trace set, or only ``fit_on``), else on everything there is;
-    with the collect root, the controller overheads from its sequential ``collect_calls/v1`` rows too."""
+    with the collect root, the controller overheads from its sequential ``collect_calls/v2`` rows too."""
     if fit_on is not None:
         if fit_on not in {ts for ts, _ in calls}:
             raise UserError(f"replay validate --fit-on {fit_on}: no such trace set (have {sorted({ts for ts, _ in calls})})")
@@ -157,7 +164,7 @@ def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dic
 
 
 def sequential_rows(root: Path, latency: dict, fit_on: str | None = None) -> tuple[list[dict], dict]:
-    """The sequential executor's collect_calls/v1 rows (problem ids made unique per trace set and dataset; only
+    """The sequential executor's collect_calls/v2 rows (problem ids made unique per trace set and dataset; only
     trace set ``fit_on`` when given) and their problems' measured latencies, for :func:`fit_overheads`."""
     cols = ["algorithm", "executor", "dataset", "problem_id", "role", "phase", "start_ns", "end_ns"]
     rows, lat = [], {}
@@ -192,7 +199,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     from heterospec.replay.grid import simulate
     from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
-    from heterospec.replay.stage import compose_schedule
+    from heterospec.replay.variants import compose_schedule
 
     executors = list(cfg.replay.validate_schedules)
     scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}

@@ -2,7 +2,7 @@
 point, at the measured contexts and with the prompt made longer by a fixed offset (every round's KV lengths
 shifted), FPGA+GPU (overlapped) against GPU-only speculative decoding.
 
-    python -m heterospec.hls buys experiment=dfvg            # after the dfvg experiment's collect stage
+    python -m heterospec.dfvg buys experiment=dfvg            # after the dfvg experiment's collect stage
 """
 from __future__ import annotations
 

@@ -1,0 +1,105 @@
+"""Each workflow rule's ``params.spec``: a short hash of the resolved config sections its stage reads, so Snakemake
+reruns a job when any of them changes and never otherwise.
+
+:data:`READS` declares, once per rule, the sections its stage reads: whole sections (a new key inside one is
+covered without a change here) and :class:`Entries`, the group entries a stage composes beside the run's own (each
+system a replay runs on, the dataset a job's wildcard names). :class:`ResolvedRun` resolves each entry at most once
+per run; the run's own entry is never composed again.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from omegaconf import DictConfig, OmegaConf
+
+from heterospec.config import compose_config
+from heterospec.errors import UserError
+
+
+@dataclass(frozen=True)
+class Entries:
+    """Entries of a config group that a stage reads, each composed with the run's overrides."""
+    group: str                      # what the override names: system | schedule | dataset | hardware@system.draft
+    node: str                       # the part of the composed config read: system | schedule | system.draft
+    names: str | tuple[str, ...]    # a config key listing the names, a wildcard ("{dataset}"), or the names
+
+
+READS: dict[str, tuple[str | Entries, ...]] = {
+    "config": ("",),                                           # the whole resolved config
+    "evaluate": (Entries("dataset", "dataset", "{dataset}"), "eval_limit", "eval_max_new_tokens", "models", "seed",
+                 "system.torch_devices"),
+    "collect_shard": (Entries("dataset", "dataset", "{dataset}"), Entries("algorithm", "algorithm", "{algorithm}"),
+                      "models", "system.torch_devices", "collect"),
+    "quantize": ("quantize", "models", "eval_limit", "system.torch_devices"),
+    "hls_codegen": ("hls", "models.draft"),
+    "hls_csim": ("hls", "models.draft", "models.prompt"),
+    "hls_model": ("hls", "quantize.rope_positions", "models", Entries("hardware@system.draft", "system.draft",
+                                                                      "hls.boards")),
+    "kvmu_rtl": ("hls",),
+    "hls_vendor": ("hls",),
+    "replay_import": ("replay",),
+    "replay": ("replay", "models", "schedule", Entries("system", "system", "replay.systems"),
+               Entries("schedule", "schedule", "replay.schedules")),
+    "replay_validate": ("replay", "models", "schedule", Entries("system", "system", "replay.validate_system"),
+                        Entries("schedule", "schedule", "replay.validate_schedules")),
+    "dfvg_collect": ("dfvg", "models", "system.torch_devices", Entries("dataset", "dataset", ("synthetic",))),
+    "dfvg_replay": ("dfvg", "models", "replay.call_overhead_ms"),
+}
+
+
+def digest(*nodes) -> str:
+    """Short hash of config nodes (or plain values), resolved."""
+    text = "\n".join(OmegaConf.to_yaml(n, resolve=True) if OmegaConf.is_config(n) else repr(n) for n in nodes)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def section(cfg: DictConfig, key: str):
+    """``cfg`` at a dotted key ("" is the whole config); a key the config lacks is one line."""
+    if not key:
+        return cfg
+    node = OmegaConf.select(cfg, key, default=KeyError)
+    if node is KeyError:
+        raise UserError(f"heterospec.config.digest: no config key '{key}' (READS names it)")
+    return node
+
+
+class ResolvedRun:
+    """The run's config plus each group entry its stages read, each composed at most once."""
+
+    def __init__(self, cfg: DictConfig, overrides: list[str]):
+        self.cfg, self.overrides = cfg, list(overrides)
+        self._entries: dict[tuple[str, str], object] = {}
+
+    def entry(self, group: str, node: str, name: str):
+        """Group entry ``name`` as the stage sees it: the run's own node when it is that entry."""
+        own = section(self.cfg, node)
+        if OmegaConf.is_dict(own) and own.get("name") == name:
+            return own
+        if (group, name) not in self._entries:
+            self._entries[(group, name)] = section(compose_config([*self.overrides, f"{group}={name}"]), node)
+        return self._entries[(group, name)]
+
+    def dataset(self, name: str):
+        return self.entry("dataset", "dataset", name)
+
+    def names(self, entries: Entries, wildcards: dict[str, str]) -> list[str]:
+        if isinstance(entries.names, tuple):
+            return list(entries.names)
+        if entries.names.startswith("{"):
+            return [wildcards[entries.names.strip("{}")]]
+        listed = section(self.cfg, entries.names)
+        return [str(listed)] if isinstance(listed, str) else [str(n) for n in listed]
+
+    def resolved(self, rule: str, wildcards: dict[str, str] | None = None) -> list:
+        """The nodes ``rule`` reads, in :data:`READS` order."""
+        out = []
+        for s in READS[rule]:
+            if isinstance(s, Entries):
+                out += [self.entry(s.group, s.node, n) for n in self.names(s, wildcards or {})]
+            else:
+                out.append(section(self.cfg, s))
+        return out
+
+    def spec(self, rule: str, wildcards: dict[str, str] | None = None) -> str:
+        return digest(rule, *self.resolved(rule, wildcards))
