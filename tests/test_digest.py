@@ -4,6 +4,8 @@ beside the run's own count too, each composed once with the run's overrides; and
 the run's overrides."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from omegaconf import OmegaConf, open_dict
 
@@ -114,6 +116,24 @@ def test_each_group_entry_a_rule_reads_counts(run):
                 continue
             for name in run.names(s, WILDCARDS):
                 node = run.entry(s.group, s.node, name)
+                if not OmegaConf.is_config(node):          # a typed system or board (frozen): swap in a changed one
+                    own = OmegaConf.select(run.cfg, s.node)
+                    if own.get("name") == name:             # the run's own is rebuilt from the run's config
+                        key = "power_active_w" if "power_active_w" in own else "link.bandwidth_gbs"
+                        old = OmegaConf.select(own, key)
+                        _set(own, key, old + 1)
+                        try:
+                            assert run.spec(rule, WILDCARDS) != before[rule], (rule, s.group, name)
+                        finally:
+                            _set(own, key, old)
+                        continue
+                    else:
+                        run._entries[(s.group, name)] = replace(node, name=node.name + "x")
+                        try:
+                            assert run.spec(rule, WILDCARDS) != before[rule], (rule, s.group, name)
+                        finally:
+                            run._entries[(s.group, name)] = node
+                        continue
                 key = _leaf(node, "")
                 old = OmegaConf.select(node, key)
                 _set(node, key, _bumped(old))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
-from heterospec.config import compose_config
+from heterospec.config import compose_config, hardware
 from heterospec.errors import UserError
 
 
@@ -48,6 +48,10 @@ READS: dict[str, tuple[str | Entries, ...]] = {
 }
 
 
+# Groups the stages read through a typed lookup, not a compose: the digest hashes exactly what they read.
+TYPED = {"system": hardware.system, "hardware@system.draft": hardware.device}
+
+
 def digest(*nodes) -> str:
     """Short hash of config nodes (or plain values), resolved."""
     text = "\n".join(OmegaConf.to_yaml(n, resolve=True) if OmegaConf.is_config(n) else repr(n) for n in nodes)
@@ -72,8 +76,15 @@ class ResolvedRun:
         self._entries: dict[tuple[str, str], object] = {}
 
     def entry(self, group: str, node: str, name: str):
-        """Group entry ``name`` as the stage sees it: the run's own node when it is that entry."""
+        """Group entry ``name`` as the stage sees it: the run's own node when it is that entry; a system or board
+        as the typed lookup the stages use (:mod:`heterospec.config.hardware`, read without a compose)."""
         own = section(self.cfg, node)
+        if group in TYPED:
+            if OmegaConf.is_dict(own) and own.get("name") == name:
+                return TYPED[group](name, self.cfg)            # the run's own, with its overrides: never cached
+            if (group, name) not in self._entries:
+                self._entries[(group, name)] = TYPED[group](name, self.cfg)
+            return self._entries[(group, name)]
         if OmegaConf.is_dict(own) and own.get("name") == name:
             return own
         if (group, name) not in self._entries:
