@@ -3,8 +3,11 @@ dry runs shared by every test that reads the same plan."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -36,20 +39,53 @@ def snakemake(*args: str, cwd: Path | None = None, env: dict | None = None, time
                    cwd=cwd, env=env, timeout=timeout)
 
 
-@pytest.fixture(scope="session")
-def dry_run(tmp_path_factory):
-    """``dry_run(*config, profile=None, env=None, targets=())``: ``snakemake -n [targets] --config *config`` in a
-    fresh directory, run once per session for each distinct call (planning an experiment takes seconds; the
-    tests that read the same plan share it)."""
-    plans = {}
+class DryRuns:
+    """Snakemake dry runs (``snakemake -n``), each distinct call run once per session and shared by every test that
+    reads its plan. The calls a test module lists in ``DRY_RUNS`` start in a background thread as the session
+    starts: most tests keep one core busy, and a plan takes seconds of config composition on the other."""
 
-    def plan(*config: str, profile: str | None = None, env: dict | None = None, targets: tuple[str, ...] = ()):
+    def __init__(self):
+        self.root, self.pool, self.runs = None, None, {}
+
+    def start(self, *config: str, profile: str | None = None, env: dict | None = None,
+              targets: tuple[str, ...] = ()) -> Future:
         key = (config, profile, tuple(sorted((env or {}).items())), targets)
-        if key not in plans:
-            args = ["-n", *targets, "--directory", str(tmp_path_factory.mktemp("dry_run")), "--config", *config]
+        if key not in self.runs:
+            if self.pool is None:
+                self.root = Path(tempfile.mkdtemp(prefix="heterospec-dry-runs-"))
+                self.pool = ThreadPoolExecutor(max_workers=1)
+            args = ["-n", *targets, "--directory", tempfile.mkdtemp(dir=self.root), "--config", *config]
             if profile:
                 args = ["--profile", str(ROOT / "workflow" / "profiles" / profile), *args]
-            plans[key] = snakemake(*args, env=env)
-        return plans[key]
+            self.runs[key] = self.pool.submit(snakemake, *args, env=env)
+        return self.runs[key]
 
-    return plan
+    def __call__(self, *config: str, **kwargs):
+        """``dry_run(*config, profile=None, env=None, targets=())``: ``snakemake -n [targets] --config *config``."""
+        return self.start(*config, **kwargs).result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            shutil.rmtree(self.root, ignore_errors=True)
+        self.root, self.pool, self.runs = None, None, {}
+
+
+DRY_RUNS = DryRuns()
+
+
+def pytest_collection_finish(session):
+    """Start the dry runs that the modules of the selected tests list, in the order they list them."""
+    modules = {item.module: None for item in session.items if "dry_run" in getattr(item, "fixturenames", ())}
+    for module in modules:
+        for config, kwargs in getattr(module, "DRY_RUNS", ()):
+            DRY_RUNS.start(*config, **kwargs)
+
+
+def pytest_sessionfinish(session):
+    DRY_RUNS.close()
+
+
+@pytest.fixture(scope="session")
+def dry_run() -> DryRuns:
+    return DRY_RUNS

@@ -28,7 +28,7 @@ from heterospec.models.stage import prepare_role
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet
 from heterospec.store.catalog import build, query
-from test_workflow import plan
+from test_workflow import plan, plan_call
 
 CI = ["experiment=dfvg", "dfvg.prompts=6", "dfvg.max_new_tokens=64",
       "models.draft.arch={hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, intermediate_size: 64}",
@@ -41,6 +41,8 @@ OTHER = CI[:3] + [
     "models.draft.train={steps: 150, batch_size: 16, log_every: 100, seed: 7}",
     "models.target.arch={hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96}",
     "models.target.train={steps: 250, batch_size: 16, log_every: 100, seed: 3}"]
+
+DRY_RUNS = [plan_call("ci")]                  # (conftest starts it in the background)
 
 
 @pytest.fixture(autouse=True, scope="module")

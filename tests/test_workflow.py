@@ -17,14 +17,25 @@ SHARED_ENV = {"HETEROSPEC_DATASETS": str(DATASETS), "HETEROSPEC_ARTIFACT": str(A
 ABSENT = str(ROOT / "tests" / "absent")          # a benchmark or artifact folder that does not exist
 
 
-def plan(dry_run, experiment: str):
-    """The dry run of one experiment, shared by the tests below (each is planned once per session): ci under the
-    SLURM profile and without the artifact, paper_config1 without its benchmarks, the others with ../shared."""
+def plan_call(experiment: str) -> tuple[tuple[str, ...], dict]:
+    """How each experiment is planned: ci under the SLURM profile and without the artifact, paper_config1 without
+    its benchmarks, the others with ../shared's benchmarks and artifact."""
     if experiment == "ci":
-        return dry_run("experiment=ci", profile="slurm", env={"HETEROSPEC_ARTIFACT": ABSENT})
+        return ("experiment=ci",), dict(profile="slurm", env={"HETEROSPEC_ARTIFACT": ABSENT})
     if experiment == "paper_config1":
-        return dry_run("experiment=paper_config1", env={**SHARED_ENV, "HETEROSPEC_DATASETS": ABSENT})
-    return dry_run(f"experiment={experiment}", env=SHARED_ENV)
+        return ("experiment=paper_config1",), dict(env={**SHARED_ENV, "HETEROSPEC_DATASETS": ABSENT})
+    return (f"experiment={experiment}",), dict(env=SHARED_ENV)
+
+
+def plan(dry_run, experiment: str):
+    """One experiment's dry run, shared by the tests below and test_dfvg (planned once per session)."""
+    config, kwargs = plan_call(experiment)
+    return dry_run(*config, **kwargs)
+
+
+OVERRIDES = ("experiment=ci", "overrides=hardware@system.draft=v80 eval_limit=5")
+GPU3 = (("experiment=ci", "overrides=system=gpu3"), dict(profile="slurm"))
+DRY_RUNS = [plan_call(e) for e in ["ci", *(e for e in EXPERIMENTS if e != "ci")]] + [(OVERRIDES, {}), GPU3]
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
@@ -62,7 +73,7 @@ def test_lint_is_clean():
 
 
 def test_overrides_pass_through_and_namespace_the_run(dry_run):
-    r = dry_run("experiment=ci", "overrides=hardware@system.draft=v80 eval_limit=5")
+    r = dry_run(*OVERRIDES)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
     assert "results/ci+" in out and "hardware@system.draft=v80" in out
@@ -172,7 +183,7 @@ def test_slurm_profile_plans(dry_run):
     asks = planned_gpus(r.stdout + r.stderr)
     assert "collect_shard" in asks and "train_model" in asks
     assert {rule: n for rule, n in asks.items() if n != {0}} == {}
-    r = dry_run("experiment=ci", "overrides=system=gpu3", profile="slurm")
+    r = dry_run(*GPU3[0], **GPU3[1])
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     asks = planned_gpus(r.stdout + r.stderr)
     assert asks["collect_shard"] == {3} and asks["evaluate"] == {1, 3} and asks["train_model"] == {0}
