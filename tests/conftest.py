@@ -1,9 +1,13 @@
-"""Shared fixtures: the repository root, the ../shared folder (skip when absent), a fresh work dir."""
+"""Shared fixtures: the repository root, the ../shared folder (skip when absent), a fresh work dir, and Snakemake
+dry runs shared by every test that reads the same plan."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -33,3 +37,55 @@ def heterospec(*args: str, cwd: Path | None = None, env: dict | None = None, tim
 def snakemake(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 1200):
     return run_cmd([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args],
                    cwd=cwd, env=env, timeout=timeout)
+
+
+class DryRuns:
+    """Snakemake dry runs (``snakemake -n``), each distinct call run once per session and shared by every test that
+    reads its plan. The calls a test module lists in ``DRY_RUNS`` start in a background thread as the session
+    starts: most tests keep one core busy, and a plan takes seconds of config composition on the other."""
+
+    def __init__(self):
+        self.root, self.pool, self.runs = None, None, {}
+
+    def start(self, *config: str, profile: str | None = None, env: dict | None = None,
+              targets: tuple[str, ...] = ()) -> Future:
+        key = (config, profile, tuple(sorted((env or {}).items())), targets)
+        if key not in self.runs:
+            if self.pool is None:
+                self.root = Path(tempfile.mkdtemp(prefix="heterospec-dry-runs-"))
+                self.pool = ThreadPoolExecutor(max_workers=1)
+            args = ["-n", *targets, "--directory", tempfile.mkdtemp(dir=self.root), "--config", *config]
+            if profile:
+                args = ["--profile", str(ROOT / "workflow" / "profiles" / profile), *args]
+            self.runs[key] = self.pool.submit(snakemake, *args, env=env)
+        return self.runs[key]
+
+    def __call__(self, *config: str, **kwargs):
+        """``dry_run(*config, profile=None, env=None, targets=())``: ``snakemake -n [targets] --config *config``."""
+        return self.start(*config, **kwargs).result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            shutil.rmtree(self.root, ignore_errors=True)
+        self.root, self.pool, self.runs = None, None, {}
+
+
+DRY_RUNS = DryRuns()
+
+
+def pytest_collection_finish(session):
+    """Start the dry runs that the modules of the selected tests list, in the order they list them."""
+    modules = {item.module: None for item in session.items if "dry_run" in getattr(item, "fixturenames", ())}
+    for module in modules:
+        for config, kwargs in getattr(module, "DRY_RUNS", ()):
+            DRY_RUNS.start(*config, **kwargs)
+
+
+def pytest_sessionfinish(session):
+    DRY_RUNS.close()
+
+
+@pytest.fixture(scope="session")
+def dry_run() -> DryRuns:
+    return DRY_RUNS

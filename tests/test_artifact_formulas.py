@@ -251,6 +251,28 @@ def test_replay_table_groups_problems_and_picks_each_format_rule():
         replay_table(table, semantics="v13")
 
 
+def test_each_trace_is_replayed_under_every_listed_paper_profile_of_its_format():
+    """A run's profile list: a v11 trace gets one row per listed v11 paper profile (in the listed order), a v12
+    trace with no v12 profile listed gets its default, a non-paper profile gets none; each row's latency is the
+    reference formula's under that profile's constants."""
+    from heterospec.replay.artifact import replay_for_profiles
+    from heterospec.replay.profiles import get_profile
+    rng = random.Random(11)
+    a, b = random_v12(rng, 5), random_v11(rng, 8)
+    table = _events_table({"p/a.json": ("v12", 30, a), "p/b.json": ("v11", 0, b)})
+    out = replay_for_profiles(table, ["roofline", "paper_v11_config2", "paper_v11"], trace_set="t", run="r")
+    assert out.schema.equals(REPLAY_SCHEMA, check_metadata=True)
+    rows = out.to_pylist()
+    assert [(r["source"], r["profile"]) for r in rows] == [
+        ("p/b.json", "paper_v11_config2"), ("p/b.json", "paper_v11"), ("p/a.json", "paper_v12")]
+    want = [ref_v11(b, get_profile("paper_v11_config2"))[0], ref_v11(b, get_profile("paper_v11"))[0],
+            ref_v12(a, 30, get_profile("paper_v12"))[0]]
+    assert [r["latency_ms"] for r in rows] == pytest.approx(want, rel=1e-12)
+    assert {(r["trace_set"], r["run"]) for r in rows} == {("t", "r")}
+    assert {(r["trace_set"], r["run"]) for r in replay_for_profiles(table, []).to_pylist()} == {("", "")}
+    assert replay_for_profiles(table.slice(0, 0), ["paper_v12"]).equals(REPLAY_SCHEMA.empty_table())
+
+
 def test_write_replay_round_trips(tmp_path):
     import pyarrow.parquet as pq
     from heterospec.replay.artifact import write_replay

@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from conftest import heterospec, snakemake
+from conftest import heterospec
 from heterospec.config import compose_config
 from heterospec.dfvg.drafter import Drafter, Plan
 from heterospec.dfvg.engine import SpeculativeDecoder, check_tokenizers, load_pair, target_greedy
@@ -29,6 +29,7 @@ from heterospec.models.stage import prepare_role
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet
 from heterospec.store.catalog import build, query
+from test_workflow import plan, plan_call
 
 CI = ["experiment=dfvg", "dfvg.prompts=6", "dfvg.max_new_tokens=64",
       "models.draft.arch={hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, intermediate_size: 64}",
@@ -41,6 +42,8 @@ OTHER = CI[:3] + [
     "models.draft.train={steps: 150, batch_size: 16, log_every: 100, seed: 7}",
     "models.target.arch={hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, intermediate_size: 96}",
     "models.target.train={steps: 250, batch_size: 16, log_every: 100, seed: 3}"]
+
+DRY_RUNS = [plan_call("ci")]                  # (conftest starts it in the background)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -250,7 +253,7 @@ def test_bad_input_one_line(ci):
     assert "exceeds the 8 parallel draft lanes of 'u280'" in r.stderr
 
 
-def test_ci_workflow_does_not_run_dfvg(tmp_path):
-    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci")
+def test_ci_workflow_does_not_run_dfvg(dry_run):
+    r = plan(dry_run, "ci")                          # (test_workflow dry-runs experiment=dfvg itself)
     assert r.returncode == 0, r.stderr
-    assert "dfvg" not in r.stdout                    # (test_workflow dry-runs experiment=dfvg itself)
+    assert "dfvg" not in r.stdout

@@ -86,8 +86,12 @@ def _greedy(model, ctx: list[int], n: int) -> list[int]:
 def test_greedy_verification_follows_the_target_through_a_branching_tree(target):
     """Hide the target's greedy tokens behind wrong siblings, off the first branch: the walk must find them,
     and the rejected nodes must leave the cache (an index-select, not a crop: the path is not a node prefix)."""
+    follow_branching_trees(target, Verifier(target, temperature=0.0))
+
+
+def follow_branching_trees(target, v: Verifier) -> None:
+    """Three rounds of :func:`test_greedy_verification_follows_the_target_through_a_branching_tree` on ``v``."""
     ctx = list(PROMPT)
-    v = Verifier(target, temperature=0.0)
     v.start(ctx)
     for _ in range(3):
         g = _greedy(target, ctx, 3)
@@ -102,6 +106,56 @@ def test_greedy_verification_follows_the_target_through_a_branching_tree(target)
         ctx += g
         assert v.cached == len(ctx) - 1 and v.cache.get_seq_length() == len(ctx) - 1
         assert torch.allclose(cached_logits(target, v, ctx), full_logits(target, ctx), atol=1e-5)
+
+
+class _Forward:
+    """The tiny target behind a forward that takes the KV cache under one keyword only, as the transformers
+    versions before (``past_key_values``) and after (``cache``) its renaming do: another keyword is a TypeError."""
+
+    def __init__(self, model):
+        self.model, self.config, self.dtype = model, model.config, model.dtype
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def __call__(self, **kwargs):
+        return self.forward(**kwargs)
+
+
+class _OldForward(_Forward):
+    def forward(self, input_ids, position_ids=None, attention_mask=None, past_key_values=None, use_cache=None,
+                logits_to_keep=0):
+        return self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                          cache=past_key_values, use_cache=use_cache, logits_to_keep=logits_to_keep)
+
+
+class _NewForward(_Forward):
+    def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=None, logits_to_keep=0):
+        return self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                          cache=cache, use_cache=use_cache, logits_to_keep=logits_to_keep)
+
+
+@pytest.mark.parametrize("forward", [_OldForward, _NewForward])
+def test_either_name_of_the_cache_argument(target, forward):
+    follow_branching_trees(target, Verifier(forward(target)))
+
+
+def test_a_target_configured_without_a_cache_verifies_the_same():
+    """A checkpoint whose config says ``use_cache: false``: the verifier's own cache is filled all the same."""
+    target = tiny_target()
+    target.config.use_cache = False
+    follow_branching_trees(target, Verifier(target))
+
+
+def test_the_prefill_computes_one_row_of_logits(target):
+    """The prefill's logits are never read: a long prompt must not pay for a [prompt, vocabulary] table of them."""
+    rows = []
+    hook = target.lm_head.register_forward_hook(lambda module, args, out: rows.append(out.shape[:-1]))
+    try:
+        Verifier(target).start(PROMPT * 4)
+    finally:
+        hook.remove()
+    assert rows == [(1, 1)]
 
 
 def cached_logits(model, v: Verifier, ctx: list[int]) -> torch.Tensor:

@@ -12,19 +12,39 @@ from conftest import DATASETS, ROOT, heterospec, run_cmd, snakemake
 import sys
 
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
-
-
 ARTIFACT = DATASETS.parent / "heteroreason_ae"
+SHARED_ENV = {"HETEROSPEC_DATASETS": str(DATASETS), "HETEROSPEC_ARTIFACT": str(ARTIFACT)}
+ABSENT = str(ROOT / "tests" / "absent")          # a benchmark or artifact folder that does not exist
+
+
+def plan_call(experiment: str) -> tuple[tuple[str, ...], dict]:
+    """How each experiment is planned: ci under the SLURM profile and without the artifact, paper_config1 without
+    its benchmarks, the others with ../shared's benchmarks and artifact."""
+    if experiment == "ci":
+        return ("experiment=ci",), dict(profile="slurm", env={"HETEROSPEC_ARTIFACT": ABSENT})
+    if experiment == "paper_config1":
+        return ("experiment=paper_config1",), dict(env={**SHARED_ENV, "HETEROSPEC_DATASETS": ABSENT})
+    return (f"experiment={experiment}",), dict(env=SHARED_ENV)
+
+
+def plan(dry_run, experiment: str):
+    """One experiment's dry run, shared by the tests below and test_dfvg (planned once per session)."""
+    config, kwargs = plan_call(experiment)
+    return dry_run(*config, **kwargs)
+
+
+OVERRIDES = ("experiment=ci", "overrides=hardware@system.draft=v80 eval_limit=5")
+GPU3 = (("experiment=ci", "overrides=system=gpu3"), dict(profile="slurm"))
+DRY_RUNS = [plan_call(e) for e in ["ci", *(e for e in EXPERIMENTS if e != "ci")]] + [(OVERRIDES, {}), GPU3]
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
-def test_dry_run_every_experiment(experiment, tmp_path):
-    if experiment.startswith("paper") and not DATASETS.exists():
+def test_dry_run_every_experiment(experiment, dry_run):
+    if experiment == "paper_config2" and not DATASETS.exists():
         pytest.skip(f"benchmarks not found at {DATASETS}")
     if experiment == "artifact_replay" and not ARTIFACT.exists():
         pytest.skip(f"HeteroReason artifact not found at {ARTIFACT}")
-    r = snakemake("-n", "--directory", str(tmp_path), "--config", f"experiment={experiment}",
-                  env={"HETEROSPEC_DATASETS": str(DATASETS), "HETEROSPEC_ARTIFACT": str(ARTIFACT)})
+    r = plan(dry_run, experiment)
     assert r.returncode == 0, r.stderr[-2000:]
     stage = "replay" if experiment == "artifact_replay" else "evaluate"
     assert f"results/{experiment}/{stage}/" in r.stdout + r.stderr
@@ -32,12 +52,18 @@ def test_dry_run_every_experiment(experiment, tmp_path):
         assert "rule train_model" not in r.stdout and "rule quantize" not in r.stdout
 
 
-def test_default_run_without_the_artifact_says_replay_is_skipped(tmp_path):
-    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci",
-                  env={"HETEROSPEC_ARTIFACT": str(tmp_path / "absent")})
+def test_default_run_without_the_artifact_says_replay_is_skipped(dry_run):
+    r = plan(dry_run, "ci")
     assert r.returncode == 0, r.stderr[-2000:]
     notice = [ln for ln in r.stderr.splitlines() if "replay of the artifact traces skipped" in ln]
     assert len(notice) == 1 and "replay/results.parquet" not in r.stdout
+
+
+def test_missing_benchmark_is_planned_as_a_download(dry_run):
+    r = plan(dry_run, "paper_config1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    downloads = {ln.split("=", 1)[1] for ln in (r.stdout + r.stderr).split() if ln.startswith("bench=")}
+    assert downloads == {"math500", "gsm8k", "gaokao2023en", "olympiadbench"}
 
 
 def test_lint_is_clean():
@@ -46,17 +72,20 @@ def test_lint_is_clean():
     assert "Lints for" not in r.stdout + r.stderr
 
 
-def test_overrides_pass_through_and_namespace_the_run(tmp_path):
-    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci",
-                  "overrides=hardware@system.draft=v80 eval_limit=5")
+def test_overrides_pass_through_and_namespace_the_run(dry_run):
+    r = dry_run(*OVERRIDES)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
     assert "results/ci+" in out and "hardware@system.draft=v80" in out
-    # the bracketed list form is the same run
-    r2 = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=ci",
-                   "overrides=[hardware@system.draft=v80,eval_limit=5]")
+    # the bracketed list form is the same run: its config file is a target this workflow can make
     name = [w for w in out.split() if w.startswith("results/ci+")][0].split("/")[1]
-    assert f"results/{name}/" in r2.stdout + r2.stderr
+    r2 = dry_run("experiment=ci", "overrides=[hardware@system.draft=v80,eval_limit=5]",
+                 targets=(f"results/{name}/config.yaml",))
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    assert f"results/{name}/config.yaml" in r2.stdout and "rule config:" in r2.stdout
+    other = dry_run("experiment=ci", "overrides=[hardware@system.draft=u280,eval_limit=5]",
+                    targets=(f"results/{name}/config.yaml",))
+    assert other.returncode != 0            # another override is another run: it cannot make this run's file
 
 
 def test_bad_config_is_one_line(tmp_path):
@@ -147,23 +176,14 @@ def planned_gpus(output: str) -> dict[str, set[int]]:
     return asks
 
 
-def test_slurm_profile_plans(tmp_path):
+def test_slurm_profile_plans(dry_run):
     """The bar: on a machine without GPUs the ci experiment plans no job that asks for one; gpu3 asks for three."""
-    profile = str(ROOT / "workflow/profiles/slurm")
-    r = snakemake("--profile", profile, "-n", "--directory", str(tmp_path), "--config", "experiment=ci")
+    r = plan(dry_run, "ci")
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     asks = planned_gpus(r.stdout + r.stderr)
     assert "collect_shard" in asks and "train_model" in asks
     assert {rule: n for rule, n in asks.items() if n != {0}} == {}
-    r = snakemake("--profile", profile, "-n", "--directory", str(tmp_path), "--config", "experiment=ci",
-                  "overrides=system=gpu3")
+    r = dry_run(*GPU3[0], **GPU3[1])
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     asks = planned_gpus(r.stdout + r.stderr)
     assert asks["collect_shard"] == {3} and asks["evaluate"] == {1, 3} and asks["train_model"] == {0}
-
-
-def test_missing_benchmark_is_planned_as_a_download(tmp_path):
-    r = snakemake("-n", "--directory", str(tmp_path), "--config", "experiment=paper_config1",
-                  env={"HETEROSPEC_DATASETS": str(tmp_path / "nowhere")})
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "download_dataset" in r.stdout + r.stderr

@@ -7,10 +7,11 @@ prepared (``attention_mask={"full_attention": mask}``) so transformers uses it a
 
 * greedy: walk from the root while the target's argmax at the current node is one of its children; the argmax at
   the last accepted node is the bonus token. The result is the target's own greedy continuation.
-* sampling: at each node try its children in order, each a point-mass proposal x: accept with probability p(x)
-  under the residual distribution p, else remove x from p and renormalise; after a rejection of every child (or
-  at a leaf) sample the bonus token from what is left. Each step is speculative sampling's accept/residual rule,
-  so the output is distributed exactly as the target's sampling (tests check it).
+* sampling: at each node draw one token from the target's distribution; it is accepted when it is one of the
+  node's children, else it is the bonus token. This is speculative sampling with each child a point-mass proposal
+  (accept x with probability p(x), else drop x from p, renormalise and try the next child; the bonus token from
+  what is left): that rule picks each child and each bonus token with exactly these probabilities, so the output
+  is distributed as the target's sampling (tests check it by chi-square).
 
 Afterwards the cache keeps the context, the pending token and the accepted path's nodes (rejected nodes dropped).
 """
@@ -24,39 +25,28 @@ from heterospec.dfvg.tree import DraftTree
 from heterospec.errors import UserError
 
 
-def greedy_walk(tree: DraftTree, pred: list[int]) -> tuple[list[int], int]:
-    """``pred[0]``: target argmax at the pending token, ``pred[1 + i]`` at node i -> (accepted nodes, bonus)."""
+def walk(tree: DraftTree, token_at) -> tuple[list[int], int]:
+    """Accepted nodes (root down) and the next token: follow the tree while the target's token at the current node,
+    ``token_at(row)`` (row 0: the pending token, row 1 + i: node i), is one of its children."""
     kids = tree.children()
-    path, row = [], 0
-    node = -1
+    path, node = [], -1
     while True:
-        child = kids.get(node, {}).get(pred[row])
+        token = token_at(node + 1)
+        child = kids.get(node, {}).get(token)
         if child is None:
-            return path, pred[row]
+            return path, token
         path.append(child)
-        node, row = child, child + 1
+        node = child
+
+
+def greedy_walk(tree: DraftTree, pred: list[int]) -> tuple[list[int], int]:
+    """``pred[0]``: target argmax at the pending token, ``pred[1 + i]`` at node i."""
+    return walk(tree, pred.__getitem__)
 
 
 def sample_walk(tree: DraftTree, probs: torch.Tensor, gen: torch.Generator) -> tuple[list[int], int]:
     """Speculative sampling over the tree; ``probs``: [1 + nodes, vocab] target distributions (row 0: pending)."""
-    kids = tree.children()
-    path, node = [], -1
-    while True:
-        p = probs[node + 1].double().clone()
-        nxt = None
-        for token, child in kids.get(node, {}).items():
-            if torch.rand((), generator=gen, dtype=torch.float64) < p[token]:
-                nxt = child                                     # accepted with probability p(x) (q = point mass)
-                break
-            p[token] = 0.0                                      # residual: p without x, renormalised
-            total = p.sum()
-            if total <= 0:
-                break
-            p /= total
-        if nxt is None:
-            return path, int(torch.multinomial(p, 1, generator=gen))
-        path.append(nxt)
-        node = nxt
+    return walk(tree, lambda row: int(torch.multinomial(probs[row], 1, generator=gen)))
 
 
 class Verifier:
@@ -69,7 +59,7 @@ class Verifier:
         self.temperature = temperature
         self.gen = torch.Generator().manual_seed(seed)
         self.max_positions = int(model.config.max_position_embeddings)
-        impl = getattr(model.config, "_attn_implementation", "sdpa") or "sdpa"
+        impl = model.config._attn_implementation or "sdpa"
         if impl not in ("sdpa", "eager"):
             raise UserError(f"tree verification needs the sdpa or eager attention; the target uses '{impl}'")
         self.additive_mask = impl == "eager"
@@ -82,8 +72,8 @@ class Verifier:
         """Prefill all but the prompt's last token (the first round's pending token)."""
         self.cache, self.cached = self._new_cache(), 0
         if len(prompt) > 1:
-            with torch.no_grad():
-                self.model(input_ids=torch.tensor([prompt[:-1]], device=self.device), use_cache=True, logits_to_keep=1,
+            with torch.no_grad():   # the cache passed in is filled whatever the config's use_cache says
+                self.model(input_ids=torch.tensor([prompt[:-1]], device=self.device), logits_to_keep=1,
                            **{self.cache_arg: self.cache})
             self.cached = len(prompt) - 1
 
@@ -109,17 +99,15 @@ class Verifier:
             path, nxt = sample_walk(tree, torch.softmax(logits.float() / self.temperature, -1), self.gen)
         else:
             path, nxt = greedy_walk(tree, logits.argmax(-1).tolist())
-        self._compact(L, path, n)
+        self._compact(L, path)
         return path, nxt
 
-    def _compact(self, L: int, path: list[int], n: int) -> None:
+    def _compact(self, L: int, path: list[int]) -> None:
         """Drop rejected nodes: keep slots [0, L) and the path's nodes (at L + node)."""
-        if path == list(range(len(path))):           # a prefix of the nodes (always, for a chain): crop
-            if n - len(path) > 0:
-                self.cache.crop(-(n - len(path)))
+        if path == list(range(len(path))):   # a prefix of the nodes (always, for a chain): a view, no copy
+            keep = slice(L + len(path))
         else:
-            idx = torch.cat([torch.arange(L), torch.tensor(path, dtype=torch.long) + L]).to(self.device)
-            for layer in self.cache.layers:
-                layer.keys = layer.keys.index_select(-2, idx)
-                layer.values = layer.values.index_select(-2, idx)
+            keep = [*range(L), *(L + node for node in path)]
+        for layer in self.cache.layers:
+            layer.keys, layer.values = layer.keys[..., keep, :], layer.values[..., keep, :]
         self.cached = L + len(path)
