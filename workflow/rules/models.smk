@@ -1,10 +1,17 @@
 # models: train each tiny role on the synthetic task, or resolve a real checkpoint (source=hub).
 
 
+def prm_learns_from_draft():
+    return CFG.models.prm.source == "train" and CFG.models.prm.train.prm_draft_samples > 0
+
+
 # Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only
 # elsewhere (a threshold sweep) share the model. The run's overrides stay out of params and of the command's
 # text (a run: block, whose source is what Snakemake compares), so they never trigger retraining.
+# The PRM learns from the trained draft's own steps (models.prm.train.prm_draft_samples), so its job waits for the draft.
 rule train_model:
+    input:
+        lambda w: [str(PATHS.model_manifest("draft"))] if w.role == "prm" and prm_learns_from_draft() else [],
     output:
         manifest=f"{MODEL_DIR}/manifest.json",
     threads: need("train_model", "threads")
