@@ -23,8 +23,9 @@ import pyarrow.parquet as pq
 ROLES = ("draft", "prm", "target")
 
 
-def stage(cwd: Path, *args: str) -> subprocess.Popen:
-    log = open(cwd / f"{args[1]}-{'-'.join(a for a in args[2:5] if not a.startswith('-'))}.log", "w")
+def stage(cwd: Path, name: str, *args: str) -> subprocess.Popen:
+    """One stage command in the background, its output in ``<cwd>/<name>.log``."""
+    log = open(cwd / f"{name}.log", "w")
     return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -42,20 +43,20 @@ def one_seed(seed: int, base: Path, overrides: list[str], problems: int) -> dict
     ov = [*overrides, f"name={run}", f"collect.limit={problems}",
           *(f"models.{r}.train.seed={seed}" for r in ROLES)]
     t0 = time.time()
-    draft, target = stage(cwd, "heterospec.models", "train", "--role", "draft", *ov), \
-        stage(cwd, "heterospec.models", "train", "--role", "target", *ov)
+    draft = stage(cwd, "train_draft", "heterospec.models", "train", "--role", "draft", *ov)
+    target = stage(cwd, "train_target", "heterospec.models", "train", "--role", "target", *ov)
     wait(draft)
     t_draft = time.time() - t0
-    prm = stage(cwd, "heterospec.models", "train", "--role", "prm", *ov)
+    prm = stage(cwd, "train_prm", "heterospec.models", "train", "--role", "prm", *ov)
     wait(prm, target)
     train_s = time.time() - t0
-    wait(stage(cwd, "heterospec.models", "quality", *ov))
+    wait(stage(cwd, "quality", "heterospec.models", "quality", *ov))
     q = pq.read_table(cwd / "results" / run / "models" / "quality.parquet").to_pylist()[0]
     row = dict(seed=seed, draft=q["draft_accuracy"], target=q["target_accuracy"], auroc=q["prm_auroc"],
                false_reject=100 * q["prm_false_reject"], miss=100 * q["prm_miss"], train_s=train_s,
                train_draft_then_prm_s=t_draft + q["train_s_prm"], auroc_corruptions=q["prm_auroc_corruptions"])
     for alg in ("rsd", "brsd"):
-        wait(stage(cwd, "heterospec.collect", "run", "--dataset", "synthetic", "--algorithm", alg,
+        wait(stage(cwd, f"collect_{alg}", "heterospec.collect", "run", "--dataset", "synthetic", "--algorithm", alg,
                    "--executor", "sequential", "--shard", "0of1", *ov))
         t = pq.read_table(cwd / "results" / run / "collect" / "synthetic" / alg / "sequential" / "shard-0of1"
                           / "problems.parquet").to_pylist()

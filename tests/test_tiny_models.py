@@ -152,6 +152,19 @@ def test_prm_trains_on_the_drafts_steps_only_after_the_draft(trio, tmp_path):
         train_role(models, dataset, "prm", tmp_path / "prm2", log=lambda s: None)
 
 
+def test_prm_can_start_from_the_targets_weights(trio, tmp_path):
+    base, _ = trio
+    models, dataset = _cfgs()
+    models.prm.train.merge_with({"prm_init_from_target": True, "steps": 1, "lr": 0.0, "warmup": 1})
+    train_role(models, dataset, "prm", tmp_path / "prm", log=lambda s: None, target_dir=base / "target")
+    prm, target = load_prm(tmp_path / "prm").model, load_causal_lm(base / "target")
+    assert prm.config.hidden_size == target.config.hidden_size   # the target's shape, whatever models.prm.arch says
+    for (name, w), (_, w0) in zip(prm.model.named_parameters(), target.model.named_parameters()):
+        assert torch.equal(w, w0), name                              # lr 0: the backbone is the target's
+    with pytest.raises(UserError, match="target must be trained first"):
+        train_role(models, dataset, "prm", tmp_path / "prm2", log=lambda s: None)
+
+
 def test_auroc():
     assert auroc([0.9, 0.8, 0.1], [1, 1, 0]) == 1.0
     assert auroc([0.1, 0.9], [1, 0]) == 0.0

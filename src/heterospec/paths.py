@@ -18,12 +18,12 @@ DUCKDB_FILE = Path("results") / "heterospec.duckdb"
 def model_key(cfg, role: str, synthetic) -> str:
     """Short hash of everything that shapes one role's model: its own settings, the settings the trio shares
     (prompt, tokenizer) and the synthetic task it trains on; the PRM's also the draft whose steps it learns
-    from. Runs with equal keys share the model."""
+    from and the target it may start from. Runs with equal keys share the model."""
     from omegaconf import OmegaConf
 
     models = OmegaConf.to_container(cfg.models, resolve=True)
     for other in ROLES:
-        if other != role and not (role == "prm" and other == "draft"):
+        if other != role and role != "prm":
             models.pop(other, None)
     text = OmegaConf.to_yaml(OmegaConf.create({"models": models, "task": synthetic.generator}))
     return hashlib.sha1(text.encode()).hexdigest()[:12]

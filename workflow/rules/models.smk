@@ -1,17 +1,22 @@
 # models: train each tiny role on the synthetic task, or resolve a real checkpoint (source=hub).
 
 
-def prm_learns_from_draft():
-    return CFG.models.prm.source == "train" and CFG.models.prm.train.prm_draft_samples > 0
+def prm_needs(wildcards):
+    """The PRM learns from the trained draft's steps and may start from the trained target's weights."""
+    prm = CFG.models.prm
+    if wildcards.role != "prm" or prm.source != "train":
+        return []
+    return ([str(PATHS.model_manifest("draft"))] if prm.train.prm_draft_samples > 0 else []) + \
+        ([str(PATHS.model_manifest("target"))] if prm.train.prm_init_from_target else [])
 
 
 # Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only
 # elsewhere (a threshold sweep) share the model. The run's overrides stay out of params and of the command's
 # text (a run: block, whose source is what Snakemake compares), so they never trigger retraining.
-# The PRM learns from the trained draft's own steps (models.prm.train.prm_draft_samples), so its job waits for the draft.
+# The PRM's job waits for the draft (prm_draft_samples) and the target (prm_init_from_target).
 rule train_model:
     input:
-        lambda w: [str(PATHS.model_manifest("draft"))] if w.role == "prm" and prm_learns_from_draft() else [],
+        prm_needs,
     output:
         manifest=f"{MODEL_DIR}/manifest.json",
     threads: need("train_model", "threads")

@@ -63,10 +63,12 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
         from heterospec.models.train import train_role
         synthetic = dataset_config(cfg, "synthetic", overrides)
         ckpt = paths.model_checkpoint(role)
-        draft_dir = None
-        if role == "prm" and role_cfg.train.prm_draft_samples > 0:   # it learns from the trained draft's steps
-            draft_dir = Path(read_manifest(paths.model_manifest("draft"))["path"])
-        metrics = train_role(cfg.models, synthetic, role, ckpt, draft_dir=draft_dir)
+        trained = {}   # the PRM learns from the trained draft's steps and may start from the target's weights
+        if role == "prm" and role_cfg.train.prm_draft_samples > 0:
+            trained["draft_dir"] = Path(read_manifest(paths.model_manifest("draft"))["path"])
+        if role == "prm" and role_cfg.train.prm_init_from_target:
+            trained["target_dir"] = Path(read_manifest(paths.model_manifest("target"))["path"])
+        metrics = train_role(cfg.models, synthetic, role, ckpt, **trained)
         manifest.update(path=str(ckpt.resolve()), train=metrics,
                         config=OmegaConf.to_container(role_cfg, resolve=True))
     elif role_cfg.source == "hub":

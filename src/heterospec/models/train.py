@@ -208,11 +208,11 @@ def _fmt_s(s: float) -> str:
 
 def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
                log: Callable[[str], None] = logging.getLogger("heterospec.models").info,
-               draft_dir: Path | None = None) -> dict:
+               draft_dir: Path | None = None, target_dir: Path | None = None) -> dict:
     """Train ``role`` with ``models_cfg[role].arch/.train`` and save model + tokenizer to ``out_dir``.
 
-    The PRM learns from the draft's own steps when ``prm_draft_samples`` > 0: ``draft_dir`` is then the
-    trained draft's checkpoint.
+    The PRM learns from the draft's own steps when ``prm_draft_samples`` > 0 (``draft_dir``: the trained
+    draft) and starts from the target's weights with ``prm_init_from_target`` (``target_dir``).
     """
     if role not in ROLES:
         raise UserError(f"unknown role {role!r}; use one of {ROLES}")
@@ -225,23 +225,34 @@ def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
     if role == "prm" and train.prm_draft_samples > 0 and draft_dir is None:
         raise UserError("models.prm.train.prm_draft_samples > 0: the PRM learns from the draft's steps, "
                         "so the draft must be trained first")
+    if role == "prm" and train.prm_init_from_target and target_dir is None:
+        raise UserError("models.prm.train.prm_init_from_target: the PRM starts from the target's weights, "
+                        "so the target must be trained first")
     threads_before, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(int(train.threads))
     torch.use_deterministic_algorithms(True)
     try:
-        return _train(role, arch, train, gen, out_dir, log, draft_dir)
+        return _train(role, arch, train, gen, out_dir, log, draft_dir,
+                      target_dir if role == "prm" and train.prm_init_from_target else None)
     finally:
         torch.set_num_threads(threads_before)
         torch.use_deterministic_algorithms(deterministic)
 
 
 def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Callable[[str], None],
-           draft_dir: Path | None) -> dict:
+           draft_dir: Path | None, init_dir: Path | None) -> dict:
     torch.manual_seed(int(train.seed))
 
     tokenizer = build_tokenizer()
-    cfg = qwen2_config(arch, tokenizer, role)
-    model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(cfg)
+    if init_dir is not None:   # the target's backbone, a fresh 2-label head
+        model = Qwen2ForTokenClassification.from_pretrained(str(init_dir), num_labels=2, id2label={0: "wrong", 1: "correct"},
+                                                            label2id={"wrong": 0, "correct": 1})
+        model.config.step_token_id = tokenizer.convert_tokens_to_ids(STEP)
+        model.config.architectures = None
+        arch = model.config
+        log(f"[train prm] starting from the target's weights in {init_dir}")
+    else:
+        model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(qwen2_config(arch, tokenizer, role))
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -251,7 +262,7 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     log(f"[train {role}] {n_params:,} params, {train.steps} steps x {train.batch_size} seqs, "
         f"{train.threads} thread(s), hidden {arch.hidden_size} x {arch.num_hidden_layers} layers")
 
-    t0 = time.time()   # the draft's samples count in the PRM's training time
+    t0, cpu0 = time.time(), time.process_time()   # the draft's samples count in the PRM's training time
     samples = draft_samples(Path(draft_dir), gen, train, log) if role == "prm" and train.prm_draft_samples > 0 else []
     tokens, loss_ema, loss = 0, None, float("nan")
     data = batches(tokenizer, gen, role, train, samples)
@@ -276,6 +287,7 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     wall = time.time() - t0
     metrics = {"role": role, "final_loss": loss_ema, "last_batch_loss": loss, "params": n_params,
                "steps": int(train.steps), "wall_s": round(wall, 2), "tokens": tokens,
+               "cpu_s": round(time.process_time() - cpu0, 2),   # what the wall time would be on a free core
                "tokens_per_s": round(tokens / wall, 1)}
     if samples:
         metrics.update(draft_steps=len(samples), draft_steps_wrong=sum(not s.correct for s in samples))
