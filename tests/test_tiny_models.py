@@ -123,6 +123,15 @@ def test_draft_samples_are_its_greedy_steps_labelled_by_the_checker(trio):
     assert hot == sample_steps(model, tok, every_position(problems), temperature=1.0, seed=5)
 
 
+def test_a_sample_is_labelled_by_the_checker_at_its_own_position():
+    p = held_out_problems(GeneratorConfig(), 1)[0]
+    right = StepSample.of(p, 1, p.steps[1] + "\n\n" + p.steps[2])
+    assert right.step == p.steps[1] and right.correct and right.steps == p.steps[:2]
+    assert not StepSample.of(p, 1, p.steps[2]).correct          # the right step at the wrong place
+    assert not StepSample.of(p, 1, p.steps[1][:-1] + "x").correct
+    assert StepSample.of(p, len(p.steps) - 1, p.steps[-1]).correct  # the boxed answer
+
+
 def test_prm_batches_end_draft_steps_with_the_checkers_label(trio):
     """Every sequence drawn from the draft's samples is the correct prefix, then the sample, labelled at its separator."""
     models, dataset = _cfgs()

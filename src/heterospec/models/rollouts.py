@@ -25,6 +25,12 @@ class StepSample:
     step: str         # the draft's step, delimiter stripped
     correct: bool     # check_step: definition, operand values and arithmetic all right
 
+    @classmethod
+    def of(cls, problem: Problem, k: int, text: str, delimiter: str = "\n\n") -> "StepSample":
+        """The step a writer's ``text`` starts with, after the first ``k`` correct steps, labelled by the checker."""
+        step = text.split(delimiter)[0].strip()
+        return cls(problem, k, step, check_step(problem, problem.steps[:k], step))
+
     @property
     def steps(self) -> list[str]:
         """The path the PRM scores: the correct prefix, then the draft's step."""
@@ -45,9 +51,7 @@ def sample_steps(model, tokenizer, at: list[tuple[Problem, int]], temperature: f
         chunk = at[i : i + batch_size]
         texts = generate_batch(model, tokenizer, [context(p, k, prompt, tokenizer, delimiter) for p, k in chunk],
                                STEP_TOKENS, temperature=temperature, generator=gen)
-        for (p, k), (text, _) in zip(chunk, texts):
-            step = text.split(delimiter)[0].strip()
-            out.append(StepSample(p, k, step, check_step(p, p.steps[:k], step)))
+        out += [StepSample.of(p, k, text, delimiter) for (p, k), (text, _) in zip(chunk, texts)]
     return out
 
 
