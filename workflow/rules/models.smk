@@ -1,15 +1,6 @@
 # models: train each tiny role on the synthetic task, or resolve a real checkpoint (source=hub).
 
 
-def prm_needs(wildcards):
-    """The PRM learns from the trained draft's steps and may start from the trained target's weights."""
-    prm = CFG.models.prm
-    if wildcards.role != "prm" or prm.source != "train":
-        return []
-    return ([str(PATHS.model_manifest("draft"))] if prm.train.prm_draft_samples > 0 else []) + \
-        ([str(PATHS.model_manifest("target"))] if prm.train.prm_init_from_target else [])
-
-
 # Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only
 # elsewhere (a threshold sweep) share the model. The run's overrides stay out of params and of the command's
 # text (a run: block, whose source is what Snakemake compares), so they never trigger retraining.
