@@ -42,7 +42,7 @@ def test_paper_algorithm_settings():
     assert (brsd.threshold, brsd.max_backtracks, brsd.ancestor_limit, brsd.max_steps, brsd.max_tokens_per_call,
             brsd.temperature, brsd.seed) == (0.7, 5, 10, 100, 2048, 0.0, 43)
     assert brsd.backtrack and not compose_config(["algorithm=rsd"]).algorithm.backtrack
-    assert compose_config(["algorithm=brsd"]).algorithm.threshold == 0.5
+    assert compose_config(["algorithm=brsd"]).algorithm.threshold == 0.4
 
 
 def test_real_model_configs():
