@@ -40,10 +40,12 @@ def test_datasheets_match_reference():
 
 
 def test_paper_algorithm_settings():
-    brsd = compose_config(["algorithm=brsd"]).algorithm
+    # the algorithm groups hold the paper's settings; the default experiment sets the tiny PRM's own threshold
+    brsd = compose_config(["experiment=paper_config1", "algorithm=brsd"]).algorithm
     assert (brsd.threshold, brsd.max_backtracks, brsd.ancestor_limit, brsd.max_steps, brsd.max_tokens_per_call,
             brsd.temperature, brsd.seed) == (0.7, 5, 10, 100, 2048, 0.0, 43)
     assert brsd.backtrack and not compose_config(["algorithm=rsd"]).algorithm.backtrack
+    assert compose_config(["algorithm=brsd"]).algorithm.threshold == 0.4
 
 
 def test_real_model_configs():

@@ -59,3 +59,20 @@ def test_manifest_pointing_nowhere_is_one_line(tmp_path):
         assert "does not exist" in str(e) and "\n" not in str(e)
     else:
         raise AssertionError("expected an error")
+
+
+def test_the_prm_is_retrained_when_what_it_learns_from_changes():
+    """The PRM's model key holds the draft's settings when it learns from the draft's steps, the target's when it
+    starts from the target's weights, and neither otherwise."""
+    from heterospec.config import dataset_config
+    from heterospec.paths import model_key
+
+    def key(*overrides):
+        cfg = compose_config(list(overrides))
+        return model_key(cfg, "prm", dataset_config(cfg, "synthetic", list(overrides)))
+
+    assert key() != key("models.draft.train.steps=5") and key() == key("models.target.train.steps=5")
+    scratch = "models.prm.train.prm_draft_samples=0"
+    assert key(scratch) == key(scratch, "models.draft.train.steps=5")
+    init = "models.prm.train.prm_init_from_target=true"
+    assert key(init) != key(init, "models.target.train.steps=5")

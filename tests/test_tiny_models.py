@@ -12,8 +12,9 @@ from heterospec.grading import grade
 from heterospec.models.generate import greedy_generate, greedy_generate_batch
 from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
 from heterospec.models.quality import auroc, evaluate_quality
+from heterospec.models.rollouts import StepSample, every_position, sample_steps
 from heterospec.models.tokenizer import STEP, build_tokenizer
-from heterospec.models.train import train_role
+from heterospec.models.train import IGNORE, batches, train_role
 from heterospec.tasks.synthetic import format_prompt, generate_problems, held_out_problems
 
 TOY_ARCH = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
@@ -102,6 +103,75 @@ def test_quality_report_matches_a_recount(trio):
     # every step of every problem is a positive; one corrupted step per problem is the negative
     assert res["prm_n_pos"] == sum(len(p.steps) for p in problems) and res["prm_n_neg"] == 10
     assert 0 <= res["prm_auroc"] <= 1
+    # on the draft's own steps: every step position of every problem, split by the checker
+    assert res["prm_draft_n_correct"] + res["prm_draft_n_wrong"] == sum(len(p.steps) for p in problems)
+
+
+def test_draft_samples_are_its_greedy_steps_labelled_by_the_checker(trio):
+    base, _ = trio
+    model, tok = load_causal_lm(base / "draft"), load_tokenizer(base / "draft")
+    problems = held_out_problems(GeneratorConfig(), 4)
+    samples = sample_steps(model, tok, every_position(problems))
+    assert [(s.problem.id, s.k) for s in samples] == [(p.id, k) for p in problems for k in range(len(p.steps))]
+    for s in samples:
+        # the generator's own step is the only right one; the draft's step is what it writes after the prefix
+        assert s.correct == (s.step == s.problem.steps[s.k])
+        text, _ = greedy_generate(model, tok, format_prompt(s.problem.question)
+                                  + "".join(x + "\n\n" for x in s.problem.steps[: s.k]), 24)
+        assert s.step == text.split("\n\n")[0].strip()
+    hot = sample_steps(model, tok, every_position(problems), temperature=1.0, seed=5)
+    assert hot == sample_steps(model, tok, every_position(problems), temperature=1.0, seed=5)
+
+
+def test_a_sample_is_labelled_by_the_checker_at_its_own_position():
+    p = held_out_problems(GeneratorConfig(), 1)[0]
+    right = StepSample.of(p, 1, p.steps[1] + "\n\n" + p.steps[2])
+    assert right.step == p.steps[1] and right.correct and right.steps == p.steps[:2]
+    assert not StepSample.of(p, 1, p.steps[2]).correct          # the right step at the wrong place
+    assert not StepSample.of(p, 1, p.steps[1][:-1] + "x").correct
+    assert StepSample.of(p, len(p.steps) - 1, p.steps[-1]).correct  # the boxed answer
+
+
+def test_prm_batches_end_draft_steps_with_the_checkers_label(trio):
+    """Every sequence drawn from the draft's samples is the correct prefix, then the sample, labelled at its separator."""
+    models, dataset = _cfgs()
+    train = OmegaConf.merge(models.prm.train, {"prm_draft_share": 1.0, "batch_size": 6})
+    p = held_out_problems(dataset.generator, 1)[0]
+    wrong = p.steps[1][:-1] + str((int(p.steps[1][-1]) + 1) % 10)
+    samples = [StepSample(p, 1, wrong, False), StepSample(p, 2, p.steps[2], True)]
+    tok = build_tokenizer()
+    b = next(batches(tok, dataset.generator, "prm", train, samples))
+    sep = tok.convert_tokens_to_ids(STEP)
+    for ids, lab in zip(b["input_ids"], b["labels"]):
+        seps = (ids == sep).nonzero()[:, 0].tolist()
+        text = tok.decode(ids[: seps[-1] + 1].tolist())
+        sample = samples[0] if text.endswith(wrong + STEP) else samples[1]
+        assert text == tok.decode(tok(format_prompt(p.question))["input_ids"]) + "".join(s + STEP for s in sample.steps)
+        assert [int(lab[i]) for i in seps] == [1] * sample.k + [int(sample.correct)]
+        assert lab[seps[-1] - 1] == int(sample.correct) and lab[0] == IGNORE   # dense: the wrong digit is 0
+
+
+def test_prm_trains_on_the_drafts_steps_only_after_the_draft(trio, tmp_path):
+    base, _ = trio
+    models, dataset = _cfgs()
+    models.prm.train.prm_draft_samples = 20
+    m = train_role(models, dataset, "prm", tmp_path / "prm", log=lambda s: None, draft_dir=base / "draft")
+    assert m["draft_steps"] == 20 and 0 <= m["draft_steps_wrong"] <= 20
+    with pytest.raises(UserError, match="draft must be trained first"):
+        train_role(models, dataset, "prm", tmp_path / "prm2", log=lambda s: None)
+
+
+def test_prm_can_start_from_the_targets_weights(trio, tmp_path):
+    base, _ = trio
+    models, dataset = _cfgs()
+    models.prm.train.merge_with({"prm_init_from_target": True, "steps": 1, "lr": 0.0, "warmup": 1})
+    train_role(models, dataset, "prm", tmp_path / "prm", log=lambda s: None, target_dir=base / "target")
+    prm, target = load_prm(tmp_path / "prm").model, load_causal_lm(base / "target")
+    assert prm.config.hidden_size == target.config.hidden_size   # the target's shape, whatever models.prm.arch says
+    for (name, w), (_, w0) in zip(prm.model.named_parameters(), target.model.named_parameters()):
+        assert torch.equal(w, w0), name                              # lr 0: the backbone is the target's
+    with pytest.raises(UserError, match="target must be trained first"):
+        train_role(models, dataset, "prm", tmp_path / "prm2", log=lambda s: None)
 
 
 def test_auroc():

@@ -17,12 +17,18 @@ DUCKDB_FILE = Path("results") / "heterospec.duckdb"
 
 def model_key(cfg, role: str, synthetic) -> str:
     """Short hash of everything that shapes one role's model: its own settings, the settings the trio shares
-    (prompt, tokenizer) and the synthetic task it trains on. Runs with equal keys share the model."""
+    (prompt, tokenizer) and the synthetic task it trains on; the PRM's also the draft whose steps it learns
+    from and the target it may start from, when it does. Runs with equal keys share the model."""
     from omegaconf import OmegaConf
 
     models = OmegaConf.to_container(cfg.models, resolve=True)
+    prm = models["prm"]
+    keyed = {role}   # the PRM trained here may learn from the draft's steps and start from the target
+    if role == "prm" and prm.get("source") == "train":
+        keyed |= {"draft"} if prm["train"].get("prm_draft_samples", 0) > 0 else set()
+        keyed |= {"target"} if prm["train"].get("prm_init_from_target") else set()
     for other in ROLES:
-        if other != role:
+        if other not in keyed:
             models.pop(other, None)
     text = OmegaConf.to_yaml(OmegaConf.create({"models": models, "task": synthetic.generator}))
     return hashlib.sha1(text.encode()).hexdigest()[:12]

@@ -55,6 +55,15 @@ def need(stage, field):
     return lambda wildcards: getattr(JOBS.need(stage, **dict(wildcards.items())), field)
 
 
+def prm_needs(wildcards):
+    """The PRM learns from the trained draft's steps and may start from the trained target's weights."""
+    prm = CFG.models.prm
+    if wildcards.role != "prm" or prm.source != "train":
+        return []
+    return ([str(PATHS.model_manifest("draft"))] if prm.train.prm_draft_samples > 0 else []) + \
+        ([str(PATHS.model_manifest("target"))] if prm.train.prm_init_from_target else [])
+
+
 def collect_inputs(wildcards):
     inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ROLES]}
     if CFG.models.draft.quantized:

@@ -38,6 +38,10 @@ class TrainConfig:
     prm_neg_frac: float = 0.5   # PRM only: share of training solutions cut at one corrupted step
     prm_dense_labels: bool = True  # PRM only: also label each step character (right so far?); one label per step learns too slowly
     prm_lm_weight: float = 1.0  # PRM only: weight of an auxiliary next-token loss that teaches the backbone the arithmetic
+    prm_draft_samples: int = 0  # PRM only: the trained draft's own steps to learn from (checker-labelled; needs the draft first)
+    prm_draft_share: float = 0.5  # PRM only: share of each batch taken from those draft steps
+    prm_draft_temperature: float = 1.0  # PRM only: half the draft steps greedy, half sampled at this temperature
+    prm_init_from_target: bool = False  # PRM only: fine-tune from the trained target's weights (its arch), as real PRMs start from an LM
 
 
 @dataclass

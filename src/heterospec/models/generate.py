@@ -1,4 +1,4 @@
-"""Greedy decoding with the KV cache, one prompt or a left-padded batch."""
+"""Decoding with the KV cache, one prompt or a left-padded batch: greedy, or sampled at a temperature."""
 from __future__ import annotations
 
 import inspect
@@ -40,10 +40,16 @@ def greedy_generate(model, tokenizer, prompt: str, max_new_tokens: int,
     return tokenizer.decode(new, skip_special_tokens=True), len(new)
 
 
-@torch.no_grad()
 def greedy_generate_batch(model, tokenizer, prompts: list[str], max_new_tokens: int,
                           stop_at_eos: bool = True) -> list[tuple[str, int]]:
     """:func:`greedy_generate` for many prompts at once (left padding; same tokens as one by one)."""
+    return generate_batch(model, tokenizer, prompts, max_new_tokens, stop_at_eos)
+
+
+@torch.no_grad()
+def generate_batch(model, tokenizer, prompts: list[str], max_new_tokens: int, stop_at_eos: bool = True,
+                   temperature: float = 0.0, generator: torch.Generator | None = None) -> list[tuple[str, int]]:
+    """Continuations of many prompts at once: greedy at temperature 0, else sampled with ``generator``."""
     if not prompts:
         return []
     dev, eos = _device(model), tokenizer.eos_token_id
@@ -61,7 +67,12 @@ def greedy_generate_batch(model, tokenizer, prompts: list[str], max_new_tokens: 
     new = torch.empty((B, 0), dtype=torch.long, device=dev)
     done = torch.zeros(B, dtype=torch.bool, device=dev)
     for _ in range(max_new_tokens):
-        nxt = out.logits[:, -1].argmax(-1)                     # [B]
+        logits = out.logits[:, -1]                             # [B, V]
+        if temperature > 0:
+            probs = torch.softmax(logits.float() / temperature, dim=-1).cpu()
+            nxt = torch.multinomial(probs, 1, generator=generator)[:, 0].to(dev)
+        else:
+            nxt = logits.argmax(-1)                            # [B]
         nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
         new = torch.cat([new, nxt[:, None]], dim=1)
         if stop_at_eos:

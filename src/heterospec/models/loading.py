@@ -72,15 +72,16 @@ def _architectures(path: str) -> list[str]:
     return list(getattr(cfg, "architectures", None) or [])
 
 
-def load_prm(path: str | Path, device: str = "cpu", dtype: str = "float32"):
-    """The PRM on ``device``, wrapped as :class:`heterospec.models.prm.PRM` (``.model``, ``.tokenizer``)."""
+def load_prm(path: str | Path, device: str = "cpu", dtype: str = "float32", prompt: str = "plain",
+             step_token: str = "<extra_0>"):
+    """The PRM on ``device``, read through the protocol of ``models.prompt`` (:class:`heterospec.models.prm.PRM`)."""
     from transformers import AutoModel, AutoModelForTokenClassification
 
-    from heterospec.models.prm import PRM
+    from heterospec.models.prm import PRM, protocol_for
 
     p = _resolve(path, "prm")
     if "Qwen2ForProcessRewardModel" in _architectures(p):
         model = _load(AutoModel.from_pretrained, p, "prm", dtype=_dtype(dtype), trust_remote_code=True)
     else:
         model = _load(AutoModelForTokenClassification.from_pretrained, p, "prm", dtype=_dtype(dtype))
-    return PRM(model.to(device).eval(), load_tokenizer(p, "prm"))
+    return PRM(model.to(device).eval(), protocol_for(prompt, load_tokenizer(p, "prm"), step_token))

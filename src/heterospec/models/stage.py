@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.errors import UserError
-from heterospec.models.manifest import write_manifest
+from heterospec.models.manifest import read_manifest, write_manifest
 from heterospec.paths import ROLES, RunPaths
 
 log = logging.getLogger("heterospec.models")
@@ -63,7 +63,12 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
         from heterospec.models.train import train_role
         synthetic = dataset_config(cfg, "synthetic", overrides)
         ckpt = paths.model_checkpoint(role)
-        metrics = train_role(cfg.models, synthetic, role, ckpt)
+        trained = {}   # the PRM learns from the trained draft's steps and may start from the target's weights
+        if role == "prm" and role_cfg.train.prm_draft_samples > 0:
+            trained["draft_dir"] = Path(read_manifest(paths.model_manifest("draft"))["path"])
+        if role == "prm" and role_cfg.train.prm_init_from_target:
+            trained["target_dir"] = Path(read_manifest(paths.model_manifest("target"))["path"])
+        metrics = train_role(cfg.models, synthetic, role, ckpt, **trained)
         manifest.update(path=str(ckpt.resolve()), train=metrics,
                         config=OmegaConf.to_container(role_cfg, resolve=True))
     elif role_cfg.source == "hub":

@@ -1,9 +1,12 @@
 """Train one role of the tiny trio (draft, PRM or target) on the synthetic task.
 
 draft / target: ``Qwen2ForCausalLM`` on ``prompt + solution + eos``, loss on the solution only.
-prm: ``Qwen2ForTokenClassification`` (2 labels) in the Qwen2.5-Math-PRM layout: prompt, then each
-step followed by ``<extra_0>``; only separator positions carry a label (1 = step correct,
-0 = a corrupted step, after which the sequence stops). Models are saved with
+prm: ``Qwen2ForTokenClassification`` (2 labels), its input built by the PRM protocol
+(:mod:`heterospec.models.prm`): prompt, then each step followed by ``<extra_0>``; separator positions
+carry the step's label (1 = correct, 0 = wrong, after which the sequence stops). A wrong step is a
+synthetic corruption or, with ``prm_draft_samples``, the trained draft's own step after a correct
+prefix, labelled by the task's checker (process supervision from the draft's rollouts). Training is
+deterministic: seeded data order, deterministic torch algorithms, a fixed thread count. Models are saved with
 ``save_pretrained`` next to the character tokenizer, atomically: a temp directory is renamed
 into place only once everything is written.
 """
@@ -24,6 +27,8 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
 
 from heterospec.errors import UserError
+from heterospec.models.prm import PrmProtocol
+from heterospec.models.rollouts import StepSample, random_positions, sample_steps
 from heterospec.models.tokenizer import STEP, build_tokenizer, char_encoder
 from heterospec.tasks.synthetic import Problem, corrupt_step, format_prompt, training_stream
 
@@ -62,41 +67,45 @@ def lm_example(tokenizer, encode, p: Problem) -> tuple[list[int], list[int]]:
     return prompt + sol, [IGNORE] * len(prompt) + sol
 
 
-def prm_text(question: str, steps: list[str]) -> str:
-    """The tiny PRM's input: the LM prompt, then each step closed by the separator token."""
-    return format_prompt(question) + "".join(s + STEP for s in steps)
-
-
-def prm_example(tokenizer, encode, p: Problem, rng: random.Random, neg_frac: float,
+def prm_example(protocol: PrmProtocol, question: str, steps: list[str], labels: list[int], good: list[str],
                 dense: bool) -> tuple[list[int], list[int]]:
-    """A labelled PRM sequence: the correct steps, or a correct prefix then one corrupted step.
+    """A labelled PRM sequence: ``steps`` with one label per step at its separator.
 
-    The separator after each step carries the step's label. With ``dense``, every character
-    of a step is labelled too: 1 while the step still agrees with the correct one, 0 from the
-    first wrong character on. That supervises each lookup and sum, as next-token loss does for
-    the LMs; without it the PRM sees one label per step and learns far too slowly for a
-    few-minute budget. Only the separator's reward is ever read.
+    With ``dense``, every character of a step is labelled too: 1 while the step still agrees with
+    the correct one (``good``), 0 from the first wrong character on. That supervises each lookup and
+    sum, as next-token loss does for the LMs; without it the PRM sees one label per step and learns
+    far too slowly for a few-minute budget. Only the separator's reward is ever read.
     """
+    ids = protocol.ids(question, steps)
+    lab = [IGNORE] * len(ids)
+    seps = [i for i, t in enumerate(ids) if t == protocol.sep]
+    assert len(seps) == len(steps)
+    for i, (step, y) in enumerate(zip(steps, labels)):
+        lab[seps[i]] = y
+        if dense:  # one token per character: the step's characters sit just before its separator
+            start = seps[i] - len(step)
+            ok = True
+            for j, ch in enumerate(step):
+                ok = ok and (y == 1 or (j < len(good[i]) and ch == good[i][j]))
+                lab[start + j] = int(ok)
+    return ids, lab
+
+
+def solution_example(protocol: PrmProtocol, p: Problem, rng: random.Random, neg_frac: float,
+                     dense: bool) -> tuple[list[int], list[int]]:
+    """The correct steps, or (``neg_frac`` of the time) a correct prefix then one corrupted step."""
     steps, labels = list(p.steps), [1] * len(p.steps)
     if rng.random() < neg_frac:
         k = rng.randrange(len(p.steps))
         steps = p.steps[:k] + [corrupt_step(p, p.steps[:k], p.steps[k], rng)]
         labels = [1] * k + [0]
-    ids = [tokenizer.bos_token_id] + encode(prm_text(p.question, steps))
-    lab = [IGNORE] * len(ids)
-    pos = 1 + len(format_prompt(p.question))
-    for step, good, y in zip(steps, p.steps, labels):
-        if dense:  # one token per character: the step's characters are ids[pos : pos + len(step)]
-            ok = True
-            for i, ch in enumerate(step):
-                ok = ok and i < len(good) and ch == good[i]
-                lab[pos + i] = int(ok)
-        pos += len(step)
-        assert ids[pos] == tokenizer.convert_tokens_to_ids(STEP)
-        lab[pos] = y
-        pos += 1
-    assert pos == len(ids)
-    return ids, lab
+    return prm_example(protocol, p.question, steps, labels, p.steps, dense)
+
+
+def sample_example(protocol: PrmProtocol, s: StepSample, dense: bool) -> tuple[list[int], list[int]]:
+    """A correct prefix, then the draft's own step labelled by the checker."""
+    return prm_example(protocol, s.problem.question, s.steps, [1] * s.k + [int(s.correct)],
+                       s.problem.steps, dense)
 
 
 def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
@@ -110,17 +119,47 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[st
     return {"input_ids": ids, "labels": lab, "attention_mask": att}
 
 
-def batches(tokenizer, gen: Any, role: str, train: Any) -> Iterator[dict[str, torch.Tensor]]:
+def batches(tokenizer, gen: Any, role: str, train: Any,
+            samples: list[StepSample] = ()) -> Iterator[dict[str, torch.Tensor]]:
+    """Endless training batches in a seeded order; the PRM's mix draft steps (``samples``) into each batch."""
     stream = training_stream(gen, int(gen.train_seed) * 1000 + int(train.seed))
     rng = random.Random(int(train.seed) + 7)
     neg_frac, dense = float(train.prm_neg_frac), bool(train.prm_dense_labels)
     encode = char_encoder(tokenizer)
+    protocol = PrmProtocol(tokenizer, STEP)
+    pool = _cycle(list(samples), rng)
     while True:
         if role == "prm":
-            ex = [prm_example(tokenizer, encode, next(stream), rng, neg_frac, dense) for _ in range(train.batch_size)]
+            ex = [sample_example(protocol, next(pool), dense) if samples and rng.random() < train.prm_draft_share
+                  else solution_example(protocol, next(stream), rng, neg_frac, dense) for _ in range(train.batch_size)]
         else:
             ex = [lm_example(tokenizer, encode, next(stream)) for _ in range(train.batch_size)]
         yield collate(ex, tokenizer.pad_token_id)
+
+
+def _cycle(items: list, rng: random.Random) -> Iterator:
+    """The items in a fresh seeded order each pass."""
+    while items:
+        order = items[:]
+        rng.shuffle(order)
+        yield from order
+
+
+def draft_samples(draft_dir: Path, gen: Any, train: Any, log: Callable[[str], None]) -> list[StepSample]:
+    """The trained draft's next steps on training problems: half greedy, half at ``prm_draft_temperature``."""
+    from heterospec.models.loading import load_causal_lm, load_tokenizer
+
+    n = int(train.prm_draft_samples)
+    t0 = time.time()
+    model, tok = load_causal_lm(draft_dir, role="draft"), load_tokenizer(draft_dir, "draft")
+    seed = int(gen.train_seed) * 1000 + 500 + int(train.seed)   # problems apart from every role's training stream
+    stream = training_stream(gen, seed)
+    at = random_positions([next(stream) for _ in range(n)], seed)
+    out = (sample_steps(model, tok, at[: n // 2], seed=seed)
+           + sample_steps(model, tok, at[n // 2:], temperature=float(train.prm_draft_temperature), seed=seed))
+    wrong = sum(not s.correct for s in out)
+    log(f"[train prm] {len(out)} draft steps from {draft_dir} ({wrong} wrong by the checker) in {_fmt_s(time.time() - t0)}")
+    return out
 
 
 # ----------------------------------------------------------------------------- training
@@ -168,8 +207,13 @@ def _fmt_s(s: float) -> str:
 
 
 def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
-               log: Callable[[str], None] = logging.getLogger("heterospec.models").info) -> dict:
-    """Train ``role`` with ``models_cfg[role].arch/.train`` and save model + tokenizer to ``out_dir``."""
+               log: Callable[[str], None] = logging.getLogger("heterospec.models").info,
+               draft_dir: Path | None = None, target_dir: Path | None = None) -> dict:
+    """Train ``role`` with ``models_cfg[role].arch/.train`` and save model + tokenizer to ``out_dir``.
+
+    The PRM learns from the draft's own steps when ``prm_draft_samples`` > 0 (``draft_dir``: the trained
+    draft) and starts from the target's weights with ``prm_init_from_target`` (``target_dir``).
+    """
     if role not in ROLES:
         raise UserError(f"unknown role {role!r}; use one of {ROLES}")
     gen = dataset_cfg.generator
@@ -178,20 +222,37 @@ def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
     rcfg = models_cfg[role]
     arch, train = rcfg.arch, rcfg.train
     out_dir = Path(out_dir)
-    threads_before = torch.get_num_threads()
+    if role == "prm" and train.prm_draft_samples > 0 and draft_dir is None:
+        raise UserError("models.prm.train.prm_draft_samples > 0: the PRM learns from the draft's steps, "
+                        "so the draft must be trained first")
+    if role == "prm" and train.prm_init_from_target and target_dir is None:
+        raise UserError("models.prm.train.prm_init_from_target: the PRM starts from the target's weights, "
+                        "so the target must be trained first")
+    threads_before, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(int(train.threads))
+    torch.use_deterministic_algorithms(True)
     try:
-        return _train(role, arch, train, gen, out_dir, log)
+        return _train(role, arch, train, gen, out_dir, log, draft_dir,
+                      target_dir if role == "prm" and train.prm_init_from_target else None)
     finally:
         torch.set_num_threads(threads_before)
+        torch.use_deterministic_algorithms(deterministic)
 
 
-def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Callable[[str], None]) -> dict:
+def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Callable[[str], None],
+           draft_dir: Path | None, init_dir: Path | None) -> dict:
     torch.manual_seed(int(train.seed))
 
     tokenizer = build_tokenizer()
-    cfg = qwen2_config(arch, tokenizer, role)
-    model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(cfg)
+    if init_dir is not None:   # the target's backbone, a fresh 2-label head
+        model = Qwen2ForTokenClassification.from_pretrained(str(init_dir), num_labels=2, id2label={0: "wrong", 1: "correct"},
+                                                            label2id={"wrong": 0, "correct": 1})
+        model.config.step_token_id = tokenizer.convert_tokens_to_ids(STEP)
+        model.config.architectures = None
+        arch = model.config
+        log(f"[train prm] starting from the target's weights in {init_dir}")
+    else:
+        model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(qwen2_config(arch, tokenizer, role))
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -201,9 +262,10 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     log(f"[train {role}] {n_params:,} params, {train.steps} steps x {train.batch_size} seqs, "
         f"{train.threads} thread(s), hidden {arch.hidden_size} x {arch.num_hidden_layers} layers")
 
-    t0 = time.time()
+    t0, cpu0 = time.time(), time.process_time()   # the draft's samples count in the PRM's training time
+    samples = draft_samples(Path(draft_dir), gen, train, log) if role == "prm" and train.prm_draft_samples > 0 else []
     tokens, loss_ema, loss = 0, None, float("nan")
-    data = batches(tokenizer, gen, role, train)
+    data = batches(tokenizer, gen, role, train, samples)
     for step in range(train.steps):
         batch = next(data)
         for g in opt.param_groups:
@@ -225,7 +287,10 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     wall = time.time() - t0
     metrics = {"role": role, "final_loss": loss_ema, "last_batch_loss": loss, "params": n_params,
                "steps": int(train.steps), "wall_s": round(wall, 2), "tokens": tokens,
+               "cpu_s": round(time.process_time() - cpu0, 2),   # what the wall time would be on a free core
                "tokens_per_s": round(tokens / wall, 1)}
+    if samples:
+        metrics.update(draft_steps=len(samples), draft_steps_wrong=sum(not s.correct for s in samples))
 
     model.eval()
     _save_atomic(out_dir, model, tokenizer, metrics)

@@ -1,11 +1,10 @@
-"""The three roles as small objects that each own one model on one torch device.
+"""The writing roles as small objects that each own one model on one torch device.
 
 * :class:`StepWriter` — a causal LM that writes one reasoning step (up to the step delimiter or
   EOS) after a context; the draft and the target are both StepWriters, the draft with a KVMU.
-* :class:`StepScorer` — the PRM: the reward of the last step of a path, ``softmax(logits)[1]``
-  at the separator token that closes it.
 
-Both keep a :class:`~heterospec.reasoning.kvcache.PrefixCache`, so a context they have seen is
+The PRM's role, ``StepScorer``, lives with the PRM protocol in :mod:`heterospec.models.prm`.
+Roles keep a :class:`~heterospec.reasoning.kvcache.PrefixCache`, so a context they have seen is
 never processed again, and report every model call they make as :class:`Call` records.
 """
 from __future__ import annotations
@@ -122,40 +121,6 @@ class StepWriter:
             k.initialise(len(context), "prompt" if keep == 0 else ("shadow_sync" if valid >= len(context) else "host"))
         if valid > k.valid:
             k.accept(valid, "prm" if keep >= valid else "shadow_sync")
-
-    @property
-    def processed(self) -> int:
-        return self.cache.processed
-
-
-class StepScorer:
-    """The PRM: scores the last step of a path, caching the path it has already read."""
-
-    def __init__(self, model, tokenizer, prefix_ids: Callable[[str], list[int]], step_token: str = "<extra_0>",
-                 delimiter: str = "\n\n"):
-        self.cache = PrefixCache(model)
-        self.tokenizer = tokenizer
-        self.prefix_ids = prefix_ids
-        self.sep = tokenizer.convert_tokens_to_ids(step_token)
-        self.delimiter = delimiter
-
-    def reset(self, seed: int = 0) -> None:
-        self.cache = PrefixCache(self.cache.model)
-
-    def ids(self, question: str, steps: list[str]) -> list[int]:
-        """Prompt, then each step (delimiter stripped) closed by the separator token."""
-        ids = list(self.prefix_ids(question))
-        for s in steps:
-            ids += self.tokenizer(s.strip(), add_special_tokens=False)["input_ids"] + [self.sep]
-        return ids
-
-    def score(self, question: str, steps: list[str]) -> tuple[float, list[Call]]:
-        """Reward in [0, 1] of the last step given the ones before it."""
-        ids = self.ids(question, steps)
-        t0 = time.perf_counter_ns()
-        logits, _, fed = self.cache.advance(ids)
-        reward = float(torch.softmax(logits.float(), dim=-1)[1])
-        return reward, [Call("score", fed, 0, len(self.cache.ids) - fed, t0, time.perf_counter_ns())]
 
     @property
     def processed(self) -> int:

@@ -52,24 +52,18 @@ def check_device(role: str, device: str) -> None:
 
 
 def build_role(spec: RoleSpec):
-    """Load the model and wrap it as a StepWriter (draft, target) or StepScorer (PRM)."""
+    """Load the model and wrap it as a StepWriter (draft, target) or a StepScorer (PRM)."""
     import torch
     from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
-    from heterospec.models.prompts import format_prompt
-    from heterospec.reasoning.roles import StepScorer, StepWriter
+    from heterospec.models.prm import StepScorer
+    from heterospec.reasoning.kvcache import PrefixCache
+    from heterospec.reasoning.roles import Call, StepWriter
 
     torch.set_num_threads(spec.threads)
-    tokenizer = load_tokenizer(spec.path, spec.role)
     if spec.role == "prm":
-        sep = tokenizer.convert_tokens_to_ids(spec.step_token)
-        if sep is None or sep == tokenizer.unk_token_id:
-            raise UserError(f"models.prm ({spec.path}): tokenizer has no step separator token '{spec.step_token}'")
-        prm = load_prm(spec.path, device=spec.device, dtype=spec.dtype)
-        model = getattr(prm, "model", prm)
-
-        def prefix_ids(question: str) -> list[int]:
-            return tokenizer(format_prompt(spec.prompt, question, tokenizer))["input_ids"]  # bos as in training
-        return StepScorer(model, tokenizer, prefix_ids, spec.step_token, spec.delimiter)
+        prm = load_prm(spec.path, device=spec.device, dtype=spec.dtype, prompt=spec.prompt, step_token=spec.step_token)
+        return StepScorer(prm.protocol, PrefixCache(prm.model), Call)
+    tokenizer = load_tokenizer(spec.path, spec.role)
     if spec.quantized:  # the W8A8 export of the quantize stage, run as the FPGA computes it
         from heterospec.quantize.model import load_quantized_draft
         model = load_quantized_draft(spec.path, spec.device)
@@ -144,7 +138,7 @@ def _context():
     if _CTX is None:
         _CTX = mp.get_context("forkserver")
         _CTX.set_forkserver_preload(["torch", "transformers", "heterospec.reasoning.roles",
-                                     "heterospec.models.loading"])
+                                     "heterospec.models.loading", "heterospec.models.prm"])
     return _CTX
 
 
