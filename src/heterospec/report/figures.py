@@ -49,7 +49,7 @@ def _design_order(label: str) -> tuple:
 
 def _per_trace_set(rows, metrics, title, hue, hue_key=None, legend=""):
     """A grid: one row of panels per metric, one column per (trace set, profile); bars per dataset and ``hue``."""
-    sets = list(dict.fromkeys((r["trace_set"], r["profile"]) for r in rows))
+    sets = sorted(dict.fromkeys((r["trace_set"], r["profile"]) for r in rows), key=lambda k: k[0].startswith("ours_"))
     hues = sorted(dict.fromkeys(map(hue, rows)), key=hue_key) if hue_key else list(dict.fromkeys(map(hue, rows)))
     colors = {h: f"C{i % 10}" for i, h in enumerate(hues)}     # a system keeps its colour in every panel
     fig, axes = panels(len(metrics) * len(sets), width=4.4, height=2.8, title=title, ncols=len(sets))
