@@ -205,8 +205,8 @@ def sweep(rows):
     fig, axes = panels(4, width=5.0, height=2.5, title=f"Sweep over {param}", ncols=1)
     values = sorted({float(r["value"]) for r in rows})
 
-    def lines(ax, pts, series, col, style=None):
-        for key in dict.fromkeys(map(series, pts)):
+    def lines(ax, pts, series, col, style=None, order=None):
+        for key in sorted(dict.fromkeys(map(series, pts)), key=order or (lambda k: 0)):
             xs_ys = sorted((float(r["value"]), r[col]) for r in pts if series(r) == key)
             ax.plot(*zip(*xs_ys), marker="o", ms=3, label=key, **(style(key) if style else {}))
 
@@ -224,12 +224,15 @@ def sweep(rows):
         design, _, algorithm = key.rpartition(" | ")
         return {"color": f"C{designs.index(design) % 10}" if design in designs else None,
                 "ls": dash.get(algorithm, "-")}
-    lines(axes[2], simulated, lambda r: f"{r['design']}: {_system(r['system'])} | {r['algorithm']}", "latency_s", style)
+    lines(axes[2], simulated, lambda r: f"{r['design']}: {_system(r['system'])} | {r['algorithm']}", "latency_s", style,
+          order=lambda k: (list(dash).index(k.rpartition(" | ")[2]), _design_order(k)))
     axes[2].set_ylabel("simulated latency per problem (s)")
     axes[2].set_title(f"paper's systems, profile {', '.join(sorted({r['profile'] for r in simulated})) or '-'}",
                       fontsize=8)
+    executors = list(dict.fromkeys(r["schedule"] for r in measured))
     lines(axes[3], measured, lambda r: f"{r['schedule']} executor | {r['algorithm']}", "latency_s",
-          lambda k: {"ls": dash.get(k.rpartition(" | ")[2], "-")})
+          lambda k: {"ls": dash.get(k.rpartition(" | ")[2], "-"),
+                     "color": f"C{executors.index(k.split(' ')[0]) % 10}"})
     axes[3].set_ylabel("measured latency per problem (s)")
     axes[3].set_title("this machine (collect stage)", fontsize=8)
     titles = ["dataset, algorithm", "dataset, algorithm", "design: system | algorithm", "executor | algorithm"]
