@@ -127,10 +127,16 @@ def test_ci_experiment_end_to_end(tmp_path):
     again = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
-    # the figures the run has data for (no artifact, no DFVG here), each file non-empty, each CSV its view's rows
+    # the figures the run has data for (no artifact, no DFVG here; Figure 8, 10 and the time shares of our own
+    # collect traces on the paper's systems), each file non-empty, each CSV its view's rows
     from heterospec.report.figures import FIGURES
     names = sorted(p.stem for p in (run / "figures").glob("*.png"))
-    assert names == ["hls_breakdown", "hls_latency", "kvmu_resources", "replay_validation", "table3"]
+    assert names == ["figure10", "figure8", "hls_breakdown", "hls_latency", "kvmu_resources", "replay_validation",
+                     "table3", "time_shares"]
+    q = heterospec("query", "SELECT DISTINCT trace_set, design FROM replay_figure8 WHERE run = 'ci' ORDER BY ALL",
+                   "--db", str(db), "--format", "json")
+    assert {(r["trace_set"], r["design"]) for r in json.loads(q.stdout)} == {
+        (t, d) for t in ("ours_brsd", "ours_rsd") for d in ("3-GPU", "T2 on GPUs", "FPGA+GPU (T1+T2)")}
     for name in names:
         assert all((run / "figures" / f"{name}.{ext}").stat().st_size > 0 for ext in ("png", "svg", "csv"))
         view = heterospec("query", f"SELECT * FROM {FIGURES[name].view} WHERE run = 'ci' ORDER BY ALL",
@@ -158,9 +164,12 @@ def test_ci_experiment_end_to_end(tmp_path):
     rows = heterospec("query", f"SELECT value, algorithm, executor, problems FROM sweep WHERE run = '{sweep_dir.name}'",
                       "--db", str(db), "--format", "json")
     assert {(r["value"], r["problems"]) for r in json.loads(rows.stdout)} == {("0.5", 6), ("0.7", 6), ("0.9", 6)}
-    view = heterospec("query", f"SELECT * FROM sweep WHERE run = '{sweep_dir.name}' ORDER BY ALL",
+    view = heterospec("query", f"SELECT * FROM {FIGURES['sweep'].view} WHERE run = '{sweep_dir.name}' ORDER BY ALL",
                       "--db", str(db), "--format", "csv")
     assert (sweep_dir / "figures" / "sweep.csv").read_text() == view.stdout
+    q = heterospec("query", f"SELECT DISTINCT value, design FROM sweep_systems WHERE run = '{sweep_dir.name}' "
+                   "AND profile = 'paper_v12'", "--db", str(db), "--format", "json")   # each value on the paper's systems
+    assert len({(r["value"], r["design"]) for r in json.loads(q.stdout)}) == 3 * 3
     assert (sweep_dir / "figures" / "sweep.png").stat().st_size > 0
 
 

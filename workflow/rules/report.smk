@@ -1,6 +1,40 @@
 # report: the paper's figures drawn from the DuckDB views (heterospec.report.figures), each as PNG, SVG and the
 # plotted rows as CSV, flagged for `snakemake --report results/report.html`; and, for --config sweep=..., the
-# runs of the sweep and the record of which run holds which value.
+# runs of the sweep and the record of which run holds which value. Two inputs of the figures are made here: our
+# collect traces replayed on the paper's systems (Figure 8 for our traces, the sweep's latencies) and the paper's
+# Table III read from the artifact's reference results (an empty table when no artifact checkout is configured).
+
+rule report_ours:
+    input:
+        collections(),
+        [str(PATHS.hls_perf)] if "hls" in ours_profiles(CFG) else [],
+    output:
+        ours_path(PATHS),
+    params:
+        spec=spec("report_ours"),
+        hydra=HYDRA,
+    log:
+        PATHS.log("report_ours"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.report ours {params.hydra} 2>&1 | tee {log}"
+
+
+rule paper_table3:
+    input:
+        [str(p) for p in [Path(str(CFG.paths.heteroreason_ae)) / PAPER_TABLE3] if p.is_file()],
+    output:
+        paper_table3_path(PATHS),
+    params:
+        hydra=HYDRA,
+    log:
+        PATHS.log("paper_table3"),
+    conda:
+        "../envs/heterospec.yaml"
+    shell:
+        "python -m heterospec.report paper-table3 {params.hydra} 2>&1 | tee {log}"
+
 
 for _fig in FIGURES:
 

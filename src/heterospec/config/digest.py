@@ -41,6 +41,8 @@ READS: dict[str, tuple[str | Entries, ...]] = {
     "replay_import": ("replay",),
     "replay": ("replay", "models", "schedule", Entries("system", "system", "replay.systems"),
                Entries("schedule", "schedule", "replay.schedules")),
+    "report_ours": ("replay", "models", "schedule", "collect", Entries("system", "system", "replay.systems"),
+                    Entries("schedule", "schedule", "replay.schedules")),
     "replay_validate": ("replay", "models", "schedule", Entries("system", "system", "replay.validate_system"),
                         Entries("schedule", "schedule", "replay.validate_schedules")),
     "dfvg_collect": ("dfvg", "models", "system.torch_devices", Entries("dataset", "dataset", ("synthetic",))),

@@ -11,17 +11,21 @@ pointer registers against :class:`heterospec.hls.kvmu.KvmuModel`.
 """
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from heterospec.errors import UserError
 from heterospec.hls.kvmu import ACCEPT, INIT, ROLLBACK, SPEC, KvmuModel
 
+log = logging.getLogger("heterospec.hls")
 P_HASH, Q_HASH = 0x100000001B3, 0x9E3779B97F4A7C15
 CXXFLAGS = ["-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math"]
 
@@ -103,7 +107,7 @@ def check_greedy(tb, src, model, prompts: list[list[int]], max_new: int, eos, wo
     """Each prompt: prefill-by-decode, then speculation; tokens and accumulator hashes vs the torch reference."""
     layers, heads = model.arch["layers"], model.arch["heads"]
     rows = []
-    for i, ids in enumerate(prompts):
+    for i, ids in enumerate(tqdm(prompts, desc="csim greedy", unit="prompt", file=sys.stderr, mininterval=2)):
         t0 = time.time()
         gen = greedy(model, ids, max_new, eos)
         seq = ids + gen[:-1]                                   # what the kernel processes
@@ -120,6 +124,9 @@ def check_greedy(tb, src, model, prompts: list[list[int]], max_new: int, eos, wo
                      "taps_compared": int(want_hashes.size), "taps_match": int((hashes == want_hashes).sum())
                      if hashes.shape == want_hashes.shape else 0,
                      "pointers_match": True, "wall_s": time.time() - t0})
+        log.info("csim prompt %d: %d tokens, tokens %s, %d/%d accumulators match (%.1fs)", i, len(gen),
+                 "match" if rows[-1]["tokens_match"] else "DIFFER", rows[-1]["taps_match"], rows[-1]["taps_compared"],
+                 rows[-1]["wall_s"])
     return rows
 
 
@@ -156,4 +163,6 @@ def check_kvmu(tb, src, model, ids: list[int], eos, workdir: Path, pointer_bits:
         rows.append({"scenario": name, "prompt": 0, "tokens_in": sum(r[1] for r in out),
                      "tokens_generated": len(want), "tokens_match": sampled == want, "taps_compared": 0,
                      "taps_match": 0, "pointers_match": bool(ptr_ok), "wall_s": time.time() - t0})
+        log.info("csim %s: tokens %s, pointers %s (%.1fs)", name, "match" if sampled == want else "DIFFER",
+                 "match" if ptr_ok else "DIFFER", rows[-1]["wall_s"])
     return rows

@@ -1,10 +1,13 @@
 """Every problem x system x schedule of a replay, in this process or split over forked worker processes."""
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
+from tqdm import tqdm
 
 from heterospec.replay import des
 from heterospec.replay.engines import make_engine
@@ -14,6 +17,8 @@ from heterospec.config.hardware import System
 from heterospec.replay.latency import LatencyProfile
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.system import Ctx, SystemParams
+
+log = logging.getLogger("heterospec.replay")
 
 
 def simulate(steps: pa.Table | list[Problem], systems: Iterable[System | SystemParams], schedules: Iterable[Any],
@@ -38,9 +43,17 @@ def simulate(steps: pa.Table | list[Problem], systems: Iterable[System | SystemP
         else:
             prof = get_profile(profile, system=system if not isinstance(system, SystemParams) else None)
         jobs += [(Ctx(prof, sysp, recorded), sched, probs, engine, run) for sched in scheds]
-    if workers <= 1 or len(jobs) * len(probs) < 2000:
-        return pa.concat_tables([_replay_job(j) for j in jobs]) if jobs else RESULTS_SCHEMA.empty_table()
-    return _in_processes(jobs, workers)
+    t0, big = time.perf_counter(), len(jobs) * len(probs) >= 2000
+    if workers <= 1 or not big:
+        parts = [_replay_job(j) for j in tqdm(jobs, desc="replay grid", unit="system x schedule", file=sys.stderr,
+                                              mininterval=2, disable=not big)]
+        out = pa.concat_tables(parts) if jobs else RESULTS_SCHEMA.empty_table()
+    else:
+        out = _in_processes(jobs, workers)
+    if big:   # small grids (the validation's, the tests') stay quiet
+        log.info("replay grid: %d problems x %d systems x schedules in %.1fs (%d workers)", len(probs), len(jobs),
+                 time.perf_counter() - t0, workers)
+    return out
 
 
 def _replay_job(job: tuple) -> pa.Table:
@@ -70,7 +83,8 @@ def _in_processes(jobs: list, workers: int) -> pa.Table:
     _JOBS[:] = chunks
     try:
         with mp.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(_replay_chunk, range(len(chunks)), chunksize=1)
+            parts = list(tqdm(pool.imap(_replay_chunk, range(len(chunks)), chunksize=1), total=len(chunks),
+                              desc=f"replay grid ({workers} workers)", unit="chunk", file=sys.stderr, mininterval=2))
     finally:
         _JOBS.clear()
     return pa.concat_tables(parts)

@@ -2,6 +2,8 @@
 
     python -m heterospec.report figure table3 --run ci --out results/ci/figures
     python -m heterospec.report sweep --out results/<sweep>/sweep/points.parquet --point RUN KEY=VALUE ...
+    python -m heterospec.report ours [overrides]           our collect traces replayed on the paper's systems
+    python -m heterospec.report paper-table3 [overrides]   the artifact's Table III, when a checkout is configured
 """
 from __future__ import annotations
 
@@ -55,7 +57,6 @@ def draw(name: str, run: str, out: Path, db: Path = DUCKDB_FILE) -> list[Path]:
 def main(argv: list[str]) -> None:
     import argparse
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     p = argparse.ArgumentParser(prog="python -m heterospec.report", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     f = sub.add_parser("figure", help="draw one figure of a run")
@@ -66,12 +67,22 @@ def main(argv: list[str]) -> None:
     s = sub.add_parser("sweep", help="record which runs a sweep made")
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--point", nargs="+", action="append", required=True, metavar=("RUN", "KEY=VALUE"))
+    for command, text in [("ours", "replay our collect traces on the paper's systems"),
+                          ("paper-table3", "import the artifact's Table III")]:
+        sub.add_parser(command, help=text).add_argument("overrides", nargs="*", help="Hydra overrides")
     args = p.parse_args(argv)
     if args.command == "figure":
         draw(args.name, args.run, args.out, args.db)
-    else:
+    elif args.command == "sweep":
         from heterospec.report.sweep import write_points
         write_points(args.out, args.point)
+    else:
+        from heterospec.report import sources
+        cfg, paths = stage.compose(args)
+        if args.command == "ours":
+            sources.replay_ours(cfg, paths, args.overrides)
+        else:
+            sources.paper_table3(cfg, paths)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,25 @@ def _traces(r: dict) -> str:
     return f"{r['dataset']}\n{r['trace_set']}, {r['profile']}"
 
 
+METHOD_COLORS = {"draft only": "tab:gray", "target only": "tab:purple", "RSD": "tab:blue", "BRSD": "tab:orange",
+                 "BRSD + opt.": "tab:green"}
+
+
 def table3(rows):
-    """Table III: accuracy per method and dataset."""
-    fig, (ax,) = panels(1, width=5.5, title="Table III: accuracy by method")
-    order = {m: i for i, m in enumerate(METHODS)}
-    rows = sorted(rows, key=lambda r: order.get(r["method"], len(order)))   # draft, target, RSD, BRSD
-    grouped_bars(ax, rows, lambda r: r["dataset"], lambda r: METHODS.get(r["method"], r["method"]), "accuracy",
-                 "accuracy (%)", labels=True)
-    ax.set_ylim(0, 105)
-    ax.set_xlabel("dataset")
-    legend_right(fig, ax, "method")
+    """Table III: accuracy per method and dataset, one panel per source: this run, and each paper config."""
+    methods = {**METHODS, "brsd_opt": "BRSD + opt."}
+    order = {m: i for i, m in enumerate(methods)}
+    sources = list(dict.fromkeys(r["source"] for r in rows))
+    fig, axes = panels(len(sources), width=4.2 if len(sources) > 1 else 5.5, title="Table III: accuracy by method")
+    for ax, source in zip(axes, sources):
+        pts = sorted((r for r in rows if r["source"] == source), key=lambda r: order.get(r["method"], len(order)))
+        grouped_bars(ax, pts, lambda r: r["dataset"], lambda r: methods.get(r["method"], r["method"]), "accuracy",
+                     "accuracy (%)", labels=True, colors=METHOD_COLORS)
+        ax.set_ylim(0, 105)
+        ax.set_xlabel("dataset")
+        ax.set_title(f"{source}: models {pts[0]['models']}" if source == "ours" else f"{source} ({pts[0]['models']})",
+                     fontsize=8)
+    legend_right(fig, axes, "method")
     return fig
 
 
@@ -40,16 +49,18 @@ def _design_order(label: str) -> tuple:
 
 def _per_trace_set(rows, metrics, title, hue, hue_key=None, legend=""):
     """A grid: one row of panels per metric, one column per (trace set, profile); bars per dataset and ``hue``."""
-    sets = list(dict.fromkeys((r["trace_set"], r["profile"]) for r in rows))
+    sets = sorted(dict.fromkeys((r["trace_set"], r["profile"]) for r in rows), key=lambda k: k[0].startswith("ours_"))
+    hues = sorted(dict.fromkeys(map(hue, rows)), key=hue_key) if hue_key else list(dict.fromkeys(map(hue, rows)))
+    colors = {h: f"C{i % 10}" for i, h in enumerate(hues)}     # a system keeps its colour in every panel
     fig, axes = panels(len(metrics) * len(sets), width=4.4, height=2.8, title=title, ncols=len(sets))
     for i, (col, label) in enumerate(metrics):
         for j, key in enumerate(sets):
             ax = axes[i * len(sets) + j]
             grouped_bars(ax, [r for r in rows if (r["trace_set"], r["profile"]) == key], lambda r: r["dataset"],
-                         hue, col, label, hue_key=hue_key)
+                         hue, col, label, hue_key=hue_key, colors=colors)
             if i == 0:
                 ax.set_title(f"traces {key[0]}, profile {key[1]}")
-    legend_right(fig, axes[len(sets) - 1], legend)
+    legend_right(fig, axes[:len(sets)], legend)
     return fig
 
 
@@ -57,7 +68,7 @@ def figure8(rows):
     """Figure 8: latency, goodput and energy per token of each system, per dataset and trace set."""
     return _per_trace_set(rows, [("latency_s", "latency per problem (s)"), ("goodput_tok_s", "goodput (tokens/s)"),
                                  ("j_per_token", "energy (J/token)")],
-                          "Figure 8: end-to-end comparison on the artifact's traces",
+                          "Figure 8: end-to-end comparison per system (traces ours_*: this run's collect traces)",
                           lambda r: f"{r['design']}: {_system(r['system'])}", _design_order, "design: system")
 
 
@@ -186,19 +197,50 @@ def kvmu_resources(rows):
 
 
 def sweep(rows):
-    """A parameter sweep (the threshold sweep): accuracy, target-step share and measured latency per value."""
+    """A parameter sweep (the threshold sweep): accuracy and target-step share per value, and the latency of the
+    same traces simulated on the paper's systems and measured on this machine."""
     param = rows[0]["parameter"]
-    fig, axes = panels(3, title=f"Sweep over {param}")
-    for ax, (col, label) in zip(axes, [("accuracy", "accuracy (%)"), ("target_step_share", "target-step share (%)"),
-                                       ("mean_latency_s", "measured latency per problem (s)")]):
-        for key in dict.fromkeys((r["dataset"], r["algorithm"], r["executor"]) for r in rows):
-            pts = sorted((r for r in rows if (r["dataset"], r["algorithm"], r["executor"]) == key),
-                         key=lambda r: float(r["value"]))
-            ax.plot([float(r["value"]) for r in pts], [r[col] for r in pts], marker="o", label=", ".join(key))
-        ax.set_xticks(sorted({float(r["value"]) for r in rows}))
+    measured = [r for r in rows if r["profile"] == "measured"]
+    quality = [r for r in measured if r["schedule"] == "sequential"]
+    fig, axes = panels(4, width=5.0, height=2.5, title=f"Sweep over {param}", ncols=1)
+    values = sorted({float(r["value"]) for r in rows})
+
+    def lines(ax, pts, series, col, style=None, order=None):
+        for key in sorted(dict.fromkeys(map(series, pts)), key=order or (lambda k: 0)):
+            xs_ys = sorted((float(r["value"]), r[col]) for r in pts if series(r) == key)
+            ax.plot(*zip(*xs_ys), marker="o", ms=3, label=key, **(style(key) if style else {}))
+
+    lines(axes[0], quality, lambda r: f"{r['dataset']}, {METHODS.get(r['algorithm'], r['algorithm'])}", "accuracy")
+    axes[0].set_ylabel("accuracy (%)")
+    lines(axes[1], quality, lambda r: f"{r['dataset']}, {METHODS.get(r['algorithm'], r['algorithm'])}",
+          "target_step_share")
+    axes[1].set_ylabel("target-step share (% of steps)")
+    simulated = [r for r in rows if r["profile"] != "measured"]
+    designs = list(dict.fromkeys(sorted((f"{r['design']}: {_system(r['system'])}" for r in simulated),
+                                        key=_design_order)))
+    dash = {a: ls for a, ls in zip(dict.fromkeys(r["algorithm"] for r in rows), ["-", "--", ":", "-."] * 4)}
+
+    def style(key):
+        design, _, algorithm = key.rpartition(" | ")
+        return {"color": f"C{designs.index(design) % 10}" if design in designs else None,
+                "ls": dash.get(algorithm, "-")}
+    lines(axes[2], simulated, lambda r: f"{r['design']}: {_system(r['system'])} | {r['algorithm']}", "latency_s", style,
+          order=lambda k: (list(dash).index(k.rpartition(" | ")[2]), _design_order(k)))
+    axes[2].set_ylabel("simulated latency per problem (s)")
+    axes[2].set_title(f"paper's systems, profile {', '.join(sorted({r['profile'] for r in simulated})) or '-'}",
+                      fontsize=8)
+    executors = list(dict.fromkeys(r["schedule"] for r in measured))
+    lines(axes[3], measured, lambda r: f"{r['schedule']} executor | {r['algorithm']}", "latency_s",
+          lambda k: {"ls": dash.get(k.rpartition(" | ")[2], "-"),
+                     "color": f"C{executors.index(k.split(' ')[0]) % 10}"})
+    axes[3].set_ylabel("measured latency per problem (s)")
+    axes[3].set_title("this machine (collect stage)", fontsize=8)
+    titles = ["dataset, algorithm", "dataset, algorithm", "design: system | algorithm", "executor | algorithm"]
+    for ax, title in zip(axes, titles):
+        ax.set_xticks(values)
         ax.set_xlabel(param)
-        ax.set_ylabel(label)
-    legend_right(fig, axes[-1], "dataset, algorithm, executor")
+        ax.legend(fontsize=7, title=title, title_fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5),
+                  frameon=False)
     return fig
 
 
@@ -210,7 +252,7 @@ class Figure:
 
 
 FIGURES: dict[str, Figure] = {
-    "table3": Figure("table3", table3, "Accuracy"),
+    "table3": Figure("table3_vs_paper", table3, "Accuracy"),
     "figure8": Figure("replay_figure8", figure8, "Replay"),
     "figure10": Figure("replay_figure10", figure10, "Replay"),
     "time_shares": Figure("replay_summary", time_shares, "Replay"),
@@ -221,5 +263,5 @@ FIGURES: dict[str, Figure] = {
     "hls_latency": Figure("hls_perf", hls_latency, "HLS"),
     "hls_breakdown": Figure("hls_breakdown", hls_breakdown, "HLS"),
     "kvmu_resources": Figure("kvmu_synth", kvmu_resources, "HLS"),
-    "sweep": Figure("sweep", sweep, "Sweep"),
+    "sweep": Figure("sweep_systems", sweep, "Sweep"),
 }

@@ -24,8 +24,9 @@ def panels(n: int, width: float = 4.2, height: float = 3.4, title: str = "", nco
 
 
 def grouped_bars(ax, rows: list[dict], group, hue, value: str, ylabel: str, labels: bool = False,
-                 hue_key=None) -> None:
-    """One cluster of bars per ``group(row)``, one bar per ``hue(row)`` (sorted by ``hue_key``), height ``row[value]``."""
+                 hue_key=None, colors: dict | None = None) -> None:
+    """One cluster of bars per ``group(row)``, one bar per ``hue(row)`` (sorted by ``hue_key``), height ``row[value]``;
+    ``colors`` fixes a hue's colour (so it is the same in every panel)."""
     groups = list(dict.fromkeys(group(r) for r in rows))
     hues = sorted(dict.fromkeys(hue(r) for r in rows), key=hue_key) if hue_key else list(dict.fromkeys(map(hue, rows)))
     width = 0.8 / max(len(hues), 1)
@@ -35,7 +36,7 @@ def grouped_bars(ax, rows: list[dict], group, hue, value: str, ylabel: str, labe
             if hue(r) == h and r[value] is not None:
                 xs.append(groups.index(group(r)) - 0.4 + width * (j + 0.5))
                 ys.append(r[value])
-        bars = ax.bar(xs, ys, width, label=h)
+        bars = ax.bar(xs, ys, width, label=h, color=(colors or {}).get(h))
         if labels:
             ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=1)
     tilt = sum(len(str(g)) for g in groups) > 40
@@ -44,8 +45,13 @@ def grouped_bars(ax, rows: list[dict], group, hue, value: str, ylabel: str, labe
 
 
 def legend_right(fig, ax, title: str = "") -> None:
-    """The legend outside the plot, right of the last axes, so it never hides a bar."""
-    handles, names = ax.get_legend_handles_labels()
+    """The legend outside the plot, right of the last axes, so it never hides a bar; ``ax`` may be a list of axes
+    (each label once, in order of appearance)."""
+    entries: dict = {}
+    for a in ax if isinstance(ax, list) else [ax]:
+        for handle, name in zip(*a.get_legend_handles_labels()):
+            entries.setdefault(name, handle)
+    handles, names = list(entries.values()), list(entries)
     if handles:
         fig.legend(handles, names, title=title or None, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
 

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
 
-# view name -> Parquet glob (relative to the project root), one view per table kind
-TABLES: dict[str, str] = {
+# view name -> Parquet glob (relative to the project root), or several, one view per table kind
+TABLES: dict[str, str | tuple[str, ...]] = {
     "evaluations": "results/*/evaluate/*/*.parquet",
     "model_quality": "results/*/models/quality.parquet",
     "quantize_quality": "results/*/quantize/quality.parquet",
@@ -25,7 +25,8 @@ TABLES: dict[str, str] = {
     "hls_resources": "results/*/hls/resources.parquet",
     "hls_csim": "results/*/hls/*/csim.parquet",
     "kvmu_synth": "results/*/hls/kvmu/synth.parquet",
-    "replay_results": "results/*/replay/results.parquet",
+    # the artifact's traces (replay stage) and our collect traces (report stage) on the same modelled systems
+    "replay_results": ("results/*/replay/results.parquet", "results/*/report/replay_ours.parquet"),
     "replay_artifact": "results/*/replay/artifact.parquet",
     "replay_validation": "results/*/replay/validation.parquet",
     "measured_fit": "results/*/replay/measured_fit.parquet",
@@ -36,6 +37,7 @@ TABLES: dict[str, str] = {
     "dfvg_rounds": "results/*/dfvg/*/rounds.parquet",
     "dfvg_replay": "results/*/dfvg/replay.parquet",
     "sweep_points": "results/*/sweep/points.parquet",
+    "paper_table3": "results/*/report/paper_table3.parquet",
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -125,6 +127,12 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
             GROUP BY run, models, dataset, method)
         ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1
                                            WHEN 'rsd' THEN 2 WHEN 'brsd' THEN 3 ELSE 4 END"""),
+    # Table III beside the paper's (the artifact's table3_accuracy_reference.json, when a checkout is configured)
+    "table3_vs_paper": (("table3", "paper_table3"), """
+        SELECT run, 'ours' AS source, models, dataset, method, problems, accuracy FROM table3
+        UNION ALL
+        SELECT run, 'paper ' || config AS source, models, dataset, method, NULL AS problems, accuracy FROM paper_table3
+        ORDER BY run, source <> 'ours', source, dataset, method"""),
     "collect_summary": (("collect_problems",), """
         SELECT run, models, dataset, algorithm, executor, count(*) AS problems,
                round(100 * avg(correct::INTEGER), 1) AS accuracy,
@@ -148,6 +156,19 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                c.accuracy, c.target_step_share, c.mean_backtracks, c.mean_latency_s
         FROM sweep_points p JOIN collect_summary c ON c.run = p.point_run
         ORDER BY p.run, c.dataset, c.algorithm, c.executor, try_cast(p.value AS DOUBLE), p.value"""),
+    # a sweep's accuracy and target-step share beside the latency of its traces: simulated on the paper's systems
+    # (our traces in replay_figure8), and measured on this machine (each collect executor)
+    "sweep_systems": (("sweep_points", "collect_problems", "replay_results"), """
+        SELECT p.run, p.parameter, p.value, p.point_run, c.dataset, c.algorithm, c.problems, c.accuracy,
+               c.target_step_share, f.profile, f.design, f.system, f.schedule, f.latency_s
+        FROM sweep_points p
+        JOIN collect_summary c ON c.run = p.point_run AND c.executor = 'sequential'
+        JOIN replay_figure8 f ON f.run = p.point_run AND f.dataset = c.dataset AND f.trace_set = 'ours_' || c.algorithm
+        UNION ALL
+        SELECT p.run, p.parameter, p.value, p.point_run, c.dataset, c.algorithm, c.problems, c.accuracy,
+               c.target_step_share, 'measured', 'measured: ' || c.executor, 'this machine', c.executor,
+               c.mean_latency_s
+        FROM sweep_points p JOIN collect_summary c ON c.run = p.point_run"""),
     # DFVG: τ = tokens per verification round (accepted drafted tokens + the target's own), acceptance = accepted /
     # longest path, draft efficiency = accepted / verified nodes
     "dfvg_summary": (("dfvg_rounds",), """
@@ -204,11 +225,12 @@ def build(db_path: Path, root: Path = Path(".")) -> list[str]:
     made: list[str] = []
     try:
         for view, pattern in TABLES.items():
-            if glob.glob(str(Path(root) / pattern)):
+            found = [p for p in _globs(pattern) if glob.glob(str(Path(root) / p))]
+            if found:
                 try:
-                    con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{pattern}', union_by_name = true)")
+                    con.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet({found}, union_by_name = true)")
                 except duckdb.Error as e:
-                    raise _unreadable(root, [pattern]) or UserError(f"view {view}: {_first_line(e)}") from None
+                    raise _unreadable(root, found) or UserError(f"view {view}: {_first_line(e)}") from None
                 made.append(view)
         for view, (needs, sql) in SUMMARIES.items():
             if all(n in made for n in needs):
@@ -221,6 +243,10 @@ def build(db_path: Path, root: Path = Path(".")) -> list[str]:
     con.close()
     os.replace(tmp, db_path)
     return made
+
+
+def _globs(pattern: str | tuple[str, ...]) -> list[str]:
+    return [pattern] if isinstance(pattern, str) else list(pattern)
 
 
 def _first_line(e: BaseException) -> str:
@@ -259,7 +285,7 @@ def query(db_path: Path, sql: str):
             return [], []
         return rel.columns, rel.fetchall()
     except duckdb.Error as e:
-        broken = _unreadable(db_path.resolve().parent.parent, TABLES.values()) if "parquet" in str(e).lower() else None
+        broken = _unreadable(db_path.resolve().parent.parent, [g for p in TABLES.values() for g in _globs(p)]) if "parquet" in str(e).lower() else None
         raise broken or UserError(f"query failed: {_first_line(e)}") from None
     finally:
         con.close()
