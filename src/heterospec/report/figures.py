@@ -148,13 +148,16 @@ def hls_latency(rows):
     models = list(dict.fromkeys(r["model"] for r in rows))
     fig, axes = panels(len(models), width=4.6, height=3.6, title="HLS draft kernel: decode latency")
     for ax, model in zip(axes, models):
+        roofs = set()
         for key in dict.fromkeys((r["board"], r["clock_mhz"]) for r in rows if r["model"] == model):
             pts = sorted((r for r in rows if (r["board"], r["clock_mhz"], r["model"]) == (*key, model)),
                          key=lambda r: r["context_len"])
             line, = ax.plot([r["context_len"] for r in pts], [r["ms_per_token"] for r in pts], marker="o", ms=3,
                             label=f"{key[0]} at {key[1]:g} MHz: modelled")
-            ax.plot([r["context_len"] for r in pts], [r["roofline_ms"] for r in pts], ls="--", color=line.get_color(),
-                    label=f"{key[0]} at {key[1]:g} MHz: HBM roofline")
+            if key[0] not in roofs:          # the memory roofline does not depend on the clock: one line per board
+                roofs.add(key[0])
+                ax.plot([r["context_len"] for r in pts], [r["roofline_ms"] for r in pts], ls="--", color="0.35",
+                        label=f"{key[0]}: memory roofline (any clock)")
         ax.set_title(model)
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("decode latency (ms/token)")
