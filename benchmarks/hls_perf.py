@@ -26,7 +26,7 @@ V80_SIZED = ["hls.boards=[v80]", "hls.pipeline.weight_ports=60", "hls.pipeline.k
              "hls.pipeline.attention_macs=1024", "hls.pipeline.softmax_lanes=64", "hls.pipeline.vector_lanes=128"]
 
 
-def print_v80(cfg, paths, overrides: list[str], perf: list[dict], qwen: str) -> None:
+def print_v80(cfg, overrides: list[str], perf: list[dict], qwen: str) -> None:
     """Why the U280 design point is slower on the V80, and the V80 with a design sized for it."""
     d = Design.of(dict(cfg.hls.pipeline))
     print(f"{qwen} on V80 at 200 MHz (820 GB/s HBM2e as 64 ports of 12.8 GB/s, conf/hardware/v80.yaml)")
@@ -94,7 +94,7 @@ def main(overrides: list[str]) -> None:
                   f"prefill-by-decode ~{n * pre:.0f} ms, or the int8 KV cache {m['kv_state_ms']:.2f} ms")
     print()
     if any(r["board"] == "v80" and r["model"] == qwen for r in perf):
-        print_v80(cfg, paths, overrides, perf, qwen)
+        print_v80(cfg, overrides, perf, qwen)
         print()
     fl = flightllm_check(dict(cfg.hls.pipeline), u280)
     print(f"FlightLLM check (LLaMA-2-7B on U280 at {fl['clock_mhz']:.0f} MHz, measured {fl['measured_ms']:.1f} ms/token = "

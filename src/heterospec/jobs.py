@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from heterospec.errors import UserError
+from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
 
 ROLES = ("draft", "prm", "target")
-WEIGHT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 # Host memory: a Python process with torch and transformers imported, and the headroom around model weights
 # (a checkpoint passes through host memory on its way to a GPU; on the CPU activations and KV caches sit beside it).
@@ -100,9 +100,9 @@ class JobSizes:
         self.weights_mb = {}
         for r in ROLES:
             dtype = str(cfg.models[r].dtype)
-            if dtype not in WEIGHT_BYTES:
-                raise UserError(f"models.{r}.dtype '{dtype}': expected one of {sorted(WEIGHT_BYTES)}")
-            self.weights_mb[r] = self.params[r] * WEIGHT_BYTES[dtype] / 2**20
+            if dtype not in DTYPE_PRECISION:
+                raise UserError(f"models.{r}.dtype '{dtype}': expected one of {sorted(DTYPE_PRECISION)}")
+            self.weights_mb[r] = self.params[r] * WEIGHT_BYTES[DTYPE_PRECISION[dtype]] / 2**20
 
     def token_s(self, role: str) -> float:
         """Seconds per generated token of one role on its device (a floor on speed, so an upper bound on time)."""

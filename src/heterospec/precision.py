@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from heterospec.errors import UserError
 
+DTYPE_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}   # a model config's torch dtype
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}     # per weight (int8's row scales: the HLS model's)
 KV_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}  # per K or V element
 KV_SCALE_BYTES = {"fp32": 0, "fp16": 0, "bf16": 0, "int8": 4}    # per token and KV head: int8 K's fp32 scale

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from heterospec.errors import UserError
+from heterospec.precision import DTYPE_PRECISION
 from heterospec.shapes import PUBLISHED, ModelShape, published_shape
 
-DTYPE_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def _published(path: str) -> ModelShape | None:

@@ -102,7 +102,7 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay every imported trace set on every system x schedule x profile; also the artifact's own formulas."""
     scheds = [get_schedule(s) for s in schedule_configs(cfg, overrides)]
     factories = {p: profile_factory(p, cfg, paths) for p in cfg.replay.profiles}
-    systems = system_configs(cfg, overrides)
+    systems = system_configs(cfg)
     for s in systems:       # build every profile once up front: a missing hardware field fails before any work
         for f in factories.values():
             f(s)

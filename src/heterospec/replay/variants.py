@@ -9,7 +9,7 @@ from heterospec.errors import UserError
 from heterospec.replay.schedules import schedule_names
 
 
-def system_configs(cfg: Any, overrides: list[str]) -> list[Any]:
+def system_configs(cfg: Any) -> list[Any]:
     """``replay.systems`` as typed Systems (the run's own with its overrides); an unknown name is one line."""
     return [hardware.system(name, cfg) for name in cfg.replay.systems]
 

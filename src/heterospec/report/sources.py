@@ -64,7 +64,7 @@ def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
         raise UserError(f"replay.profiles {list(cfg.replay.profiles)}: our traces need a profile other than "
                         "'measured' to be priced on the paper's systems")
     calls, _ = find_traces(paths.collect_root, list(cfg.collect.executors))
-    systems = system_configs(cfg, overrides)
+    systems = system_configs(cfg)
     scheds = [get_schedule(s) for s in schedule_configs(cfg, overrides)]
     parts = []
     for (algorithm, executor), table in sorted(calls.items()):
