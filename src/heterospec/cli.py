@@ -5,7 +5,7 @@
     heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
     heterospec views                              list the catalogue's views and their columns
-    heterospec summary RUN                        what a finished run produced (its accuracy table, if any)
+    heterospec summary RUN                        what a finished run produced (its accuracy or sweep table)
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
 """
@@ -44,16 +44,17 @@ def _views(args) -> None:
 
 
 def _summary(args) -> None:
-    """A finished run's accuracy table when it has one, else the tables that hold its rows."""
+    """A finished run's headline table (accuracy, or a sweep's points) when it has one, else its tables."""
     from heterospec.store.catalog import TABLES, query
     _, views = query(args.db, "SELECT view_name FROM duckdb_views() WHERE NOT internal")
     present = {v for (v,) in views}
     run = args.run.replace("'", "''")
-    if "accuracy" in present:
-        cols, rows = query(args.db, f"SELECT * FROM accuracy WHERE run = '{run}'")
-        if rows:
-            print(format_table(cols, rows))
-            return
+    for headline in ("accuracy", "sweep"):
+        if headline in present:
+            cols, rows = query(args.db, f"SELECT * FROM {headline} WHERE run = '{run}'")
+            if rows:
+                print(format_table(cols, rows))
+                return
     mine = [v for v in TABLES if v in present and query(args.db, f"SELECT 1 FROM {v} WHERE run = '{run}' LIMIT 1")[1]]
     print(f"run {args.run}: {', '.join(mine) or 'no tables yet'} (heterospec query \"SELECT * FROM <view>\")")
 
