@@ -24,9 +24,9 @@ QWEN = Arch(hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, intermedia
 
 
 @pytest.fixture(scope="module")
-def run(ci_models, ci_quantized):
+def run(trained_models, ci_quantized):
     """A run of its own holding the session's W8A8 export of the ci draft (the quantize stage's output)."""
-    cfg, paths = ci_models.run(CI)
+    cfg, paths = trained_models.run(CI)
     copy_quantized(ci_quantized, paths)
     return cfg, paths
 

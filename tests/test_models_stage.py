@@ -18,13 +18,13 @@ def _models_cmd(tmp_path, *overrides, role="draft"):
                    cwd=tmp_path, env={"HF_HOME": str(tmp_path / "hf")})
 
 
-def test_ci_trio_trains_and_loads_like_a_real_checkpoint(ci_models, tmp_path):
-    _, paths = ci_models.run(["experiment=ci"])     # the session's trio, trained by prepare_role
+def test_ci_trio_trains_and_loads_like_a_real_checkpoint(trained_models, tmp_path):
+    _, paths = trained_models.run(["experiment=ci"])     # the session's trio, trained by prepare_role
     manifests = {r: read_manifest(paths.model_manifest(r)) for r in ROLES}
     assert all(m["source"] == "train" and m["train"]["steps"] > 0 for m in manifests.values())
     target = manifests["target"]["path"]
     # keyed by its settings under results/_models/, where every run with those settings finds it
-    assert target == str((ci_models.results / "_models/target" / paths.model_keys["target"] / "checkpoint").resolve())
+    assert target == str((trained_models.results / "_models/target" / paths.model_keys["target"] / "checkpoint").resolve())
     assert (paths.model_checkpoint("target") / "config.json").exists()
     model, tok = load_causal_lm(target), load_tokenizer(target)
     assert model.config.model_type == "qwen2" and tok.convert_tokens_to_ids("<extra_0>") != tok.unk_token_id

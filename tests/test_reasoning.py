@@ -25,9 +25,9 @@ OVERRIDES = ["experiment=ci", "collect.limit=6"]
 
 
 @pytest.fixture(scope="module")
-def trio(ci_models):
+def trio(trained_models):
     """The session's ci trio in a run of this module's own."""
-    cfg, paths = ci_models.run(OVERRIDES)
+    cfg, paths = trained_models.run(OVERRIDES)
     checkpoints = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ROLES}
     # the ci PRM barely separates steps: put the threshold at the median of its scores so that both
     # accept and reject (and backtrack) branches run
@@ -255,12 +255,12 @@ def test_collect_cli_bad_shard_is_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == "heterospec: --shard 3of2: need 0 <= i < n"
 
 
-def test_quantized_draft_runs_as_the_draft(trio, ci_models, ci_quantized):
+def test_quantized_draft_runs_as_the_draft(trio, trained_models, ci_quantized):
     """models.draft.quantized=true: the W8A8 export drafts; reasoning still runs and traces its calls."""
     cfg, _, checkpoints = trio
     thr = cfg.algorithm.threshold
     ov = OVERRIDES + ["models.draft.quantized=true", f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}"]
-    _, qpaths = ci_models.run(OVERRIDES)     # the trio's run (models.draft.quantized would key a new float draft)
+    _, qpaths = trained_models.run(OVERRIDES)     # the trio's run (models.draft.quantized would key a new float draft)
     copy_quantized(ci_quantized, qpaths)     # the session's export of this trio's draft, by the quantize stage
     out = run_shard(compose_config(ov), qpaths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
     problems = read_parquet(out["problems"], TABLES["problems"])
