@@ -1,5 +1,5 @@
-"""Shared fixtures: the repository root, the ../shared folder (skip when absent), a fresh work dir, and Snakemake
-dry runs shared by every test that reads the same plan."""
+"""Shared fixtures: the repository root, the ../shared folder (skip when absent), a fresh work dir, Snakemake
+dry runs shared by every test that reads the same plan, and the ci models trained and quantised once a session."""
 from __future__ import annotations
 
 import os
@@ -11,6 +11,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from heterospec.config import compose_config
+from heterospec.models.stage import prepare_role
+from heterospec.paths import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -89,3 +93,60 @@ def pytest_sessionfinish(session):
 @pytest.fixture(scope="session")
 def dry_run() -> DryRuns:
     return DRY_RUNS
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread():
+    """One intra-op torch thread in the test process: on a busy 2-core machine a second one spins on the tiny models'
+    ops of microseconds (quantising the ci draft: 24 s of CPU with two threads, 0.3 s with one)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class TrainedModels:
+    """A session's ``results/`` folder whose models are keyed by their settings, as Snakemake keys them: each
+    ``run(overrides)`` is a fresh run folder in it, and the models stage trains only the roles whose key has no
+    model yet, so the tests share one training per distinct model (the ci trio's draft and target are also
+    test_dfvg's first pair)."""
+
+    def __init__(self, results: Path):
+        self.results = results
+
+    def run(self, overrides: list[str], roles: tuple[str, ...] = ("draft", "target", "prm")):
+        """``(cfg, paths)`` of a new run under these overrides, its ``roles`` trained (or found) by ``prepare_role``
+        in this order (the PRM may learn from the draft or start from the target)."""
+        cfg = compose_config(overrides)
+        keys = RunPaths.for_run(cfg, overrides).model_keys
+        self.results.mkdir(parents=True, exist_ok=True)
+        paths = RunPaths(Path(tempfile.mkdtemp(prefix=f"{cfg.name}-", dir=self.results)), keys)
+        for role in roles:
+            if not paths.model_manifest(role).exists():
+                prepare_role(cfg, paths, role, overrides, paths.model_manifest(role))
+        return cfg, paths
+
+
+@pytest.fixture(scope="session")
+def trained_models(tmp_path_factory) -> TrainedModels:
+    return TrainedModels(tmp_path_factory.mktemp("trained_models") / "results")
+
+
+QUANTIZED = ["experiment=ci", "eval_limit=12", "quantize.calibration_prompts=8"]
+
+
+@pytest.fixture(scope="session")
+def ci_quantized(trained_models):
+    """``(cfg, paths, quality row)``: the ci draft quantised once by the quantize stage under ``QUANTIZED``."""
+    from heterospec.quantize.stage import quantize_draft
+
+    cfg, paths = trained_models.run(QUANTIZED)
+    return cfg, paths, quantize_draft(cfg, paths, QUANTIZED, paths.quantized_draft, paths.quantize_quality)
+
+
+def copy_quantized(quantized, paths: RunPaths) -> None:
+    """Put the session's W8A8 export where ``paths``' run expects its own."""
+    shutil.copytree(quantized[1].quantized_draft.parent, paths.quantized_draft.parent)
+

@@ -155,6 +155,19 @@ def test_the_executor_is_told_each_author_and_each_verdict():
                            (1, "t1", "kept"), (2, "d2", "accept"), (3, "\\boxed{d3}", "accept")]
 
 
+def test_a_target_step_exactly_at_the_backtrack_threshold_is_settled_as_accepted():
+    # BRSD: the rescue t1 scores exactly the backtrack threshold, so it passes: accepted after d0
+    ex = _Recording({"d1": 0.1, "t1": 0.6}, final_at=2)
+    solve(ex, alg(backtrack_threshold=0.6))
+    assert ex.verdicts == [(0, "d0", "accept"), (1, "d1", "reject"), (1, "t1", "accept"), (2, "\\boxed{d2}", "accept")]
+    # t2 fails and sets off a backtrack to d1; the anchor's rewrite t1 scores exactly the threshold: accepted, not
+    # merely kept as the better child
+    ex = _Recording({"d0/d1|d2": 0.1, "d0/d1|t2": 0.3, "t1": 0.6}, final_at=3)
+    solve(ex, alg(backtrack_threshold=0.6))
+    assert ex.verdicts == [(0, "d0", "accept"), (1, "d1", "accept"), (2, "d2", "reject"), (2, "t2", "backtrack"),
+                           (1, "t1", "accept"), (2, "d2", "accept"), (3, "\\boxed{d3}", "accept")]
+
+
 @pytest.mark.parametrize("cap, limit, verdict", [(0, 10, "kept"), (1, 0, "kept"), (1, 10, "backtrack")])
 def test_a_failed_rewrite_backtracks_only_while_the_cap_and_an_anchor_allow(cap, limit, verdict):
     ex = _Recording({"d1": 0.1, "d0|t1": 0.2, "t0": 0.1}, final_at=2)

@@ -25,7 +25,6 @@ from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCH
 from heterospec.dfvg.tree import DraftTree
 from heterospec.dfvg.verify import Verifier
 from heterospec.errors import UserError
-from heterospec.models.stage import prepare_role
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet
 from heterospec.store.catalog import build, query
@@ -46,32 +45,21 @@ OTHER = CI[:3] + [
 DRY_RUNS = [plan_call("ci")]                  # (conftest starts it in the background)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine: a second intra-op thread only adds synchronisation stalls."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _train(tmp_path_factory, overrides, name):
-    cfg = compose_config(overrides)
-    paths = RunPaths(tmp_path_factory.mktemp(name) / "results" / cfg.name)
-    for role in ("draft", "target"):
-        prepare_role(cfg, paths, role, overrides, paths.model_manifest(role))
+def _pair(trained_models, overrides):
+    cfg, paths = trained_models.run(overrides, roles=("draft", "target"))
     ck = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ("draft", "target")}
     return cfg, paths, load_pair(ck["draft"], ck["target"])
 
 
 @pytest.fixture(scope="module")
-def ci(tmp_path_factory):
-    return _train(tmp_path_factory, CI, "ci_pair")
+def ci(trained_models):
+    """The ci experiment's draft and target (the same settings, so the session's models)."""
+    return _pair(trained_models, CI)
 
 
 @pytest.fixture(scope="module")
-def other(tmp_path_factory):
-    return _train(tmp_path_factory, OTHER, "other_pair")
+def other(trained_models):
+    return _pair(trained_models, OTHER)
 
 
 @pytest.fixture(params=["ci", "other"])
@@ -214,7 +202,7 @@ def test_length_controllers():
 def test_stage_writes_traces_views_and_replay(ci, monkeypatch):
     cfg, paths, _ = ci
     monkeypatch.chdir(paths.root.parents[1])
-    rel = RunPaths(paths.root.relative_to(paths.root.parents[1]))
+    rel = RunPaths(paths.root.relative_to(paths.root.parents[1]), paths.model_keys)
     for method in ("target_greedy", "hf_assisted", "chain", "tree"):
         collect(cfg, rel, method, CI)
     gens = read_parquet(rel.dfvg_generations("tree"), GENERATIONS_SCHEMA).to_pylist()

@@ -15,7 +15,6 @@ import heterospec.dfvg.verify as verify_mod
 from heterospec.dfvg.tree import DraftTree
 from heterospec.dfvg.verify import Verifier
 from heterospec.errors import UserError
-from test_dfvg import one_thread  # noqa: F401  (one intra-op thread for tiny models)
 
 V = 6                      # a tiny vocabulary keeps the chi-square cells well filled
 PROMPT = [1, 4, 2, 5, 3]

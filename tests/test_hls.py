@@ -10,7 +10,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run_cmd
+from conftest import copy_quantized, run_cmd
 from heterospec.config import compose_config
 from heterospec.config.hardware import Device, device
 from heterospec.errors import UserError
@@ -18,20 +18,16 @@ from heterospec.hls import stage as hls
 from heterospec.hls.perf import Arch, Design, check_parallelism, hbm, memory, roofline_ms, token_ms
 from heterospec.hls.published import flightllm_check
 from heterospec.hls.resources import fit_slrs, streams, usage
-from heterospec.models.stage import prepare_role
-from heterospec.paths import RunPaths
-from heterospec.quantize.stage import quantize_draft
 
 CI = ["experiment=ci", "eval_limit=4", "quantize.calibration_prompts=8"]
 QWEN = Arch(hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, intermediate=4864, vocab=151936)
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    cfg = compose_config(CI)
-    paths = RunPaths(tmp_path_factory.mktemp("hls") / "run")
-    prepare_role(cfg, paths, "draft", CI, paths.model_manifest("draft"))
-    quantize_draft(cfg, paths, CI, paths.quantized_draft, paths.quantize_quality)
+def run(trained_models, ci_quantized):
+    """A run of its own holding the session's W8A8 export of the ci draft (the quantize stage's output)."""
+    cfg, paths = trained_models.run(CI)
+    copy_quantized(ci_quantized, paths)
     return cfg, paths
 
 

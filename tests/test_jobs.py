@@ -13,10 +13,25 @@ from heterospec.jobs import JobSizes, cuda_gpus, params_from_name
 COLLECT = dict(dataset="synthetic", algorithm="brsd", executor="sequential", shard="0of1")
 
 
+class Datasets(dict):
+    """The run's datasets, each resolved as the workflow resolves it, but only once a job asks for it (composing
+    all of them for every config was most of this module's time)."""
+
+    def __init__(self, overrides: tuple[str, ...], names):
+        super().__init__()
+        self.overrides, self.names = overrides, set(names)
+
+    def __missing__(self, name: str):
+        if name not in self.names:
+            raise KeyError(name)
+        self[name] = compose_config([*self.overrides, f"dataset={name}"]).dataset
+        return self[name]
+
+
 @lru_cache(maxsize=None)
 def sizes(*overrides: str) -> JobSizes:
     cfg = compose_config(list(overrides))
-    return JobSizes(cfg, {d: compose_config([*overrides, f"dataset={d}"]).dataset for d in cfg.datasets})
+    return JobSizes(cfg, Datasets(overrides, cfg.datasets))
 
 
 @pytest.mark.parametrize("system, gpus", [("cpu3", 0), ("gpu3", 3), ("hetero_u280", 2), ("hetero_v80", 2)])

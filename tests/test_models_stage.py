@@ -1,4 +1,4 @@
-"""The models stage: a tiny trio trained by the same command Snakemake runs, and real checkpoints
+"""The models stage: a tiny trio trained by the stage's own function (the session's ci trio), and real checkpoints
 resolved from a local path or the Hugging Face cache, with one line when they are missing."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from heterospec.config import compose_config
 from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
 from heterospec.models.manifest import read_manifest
 from heterospec.models.stage import prepare_role
-from heterospec.paths import ROLES, RunPaths
+from heterospec.paths import ROLES
 
 
 def _models_cmd(tmp_path, *overrides, role="draft"):
@@ -18,15 +18,14 @@ def _models_cmd(tmp_path, *overrides, role="draft"):
                    cwd=tmp_path, env={"HF_HOME": str(tmp_path / "hf")})
 
 
-def test_ci_trio_trains_and_loads_like_a_real_checkpoint(tmp_path):
-    cfg = compose_config(["experiment=ci"])
-    paths = RunPaths(tmp_path / "run")
-    for role in ROLES:
-        prepare_role(cfg, paths, role, ["experiment=ci"], paths.model_manifest(role))
+def test_ci_trio_trains_and_loads_like_a_real_checkpoint(trained_models, tmp_path):
+    _, paths = trained_models.run(["experiment=ci"])     # the session's trio, trained by prepare_role
     manifests = {r: read_manifest(paths.model_manifest(r)) for r in ROLES}
-    assert all(m["train"]["steps"] > 0 for m in manifests.values())
+    assert all(m["source"] == "train" and m["train"]["steps"] > 0 for m in manifests.values())
     target = manifests["target"]["path"]
-    assert (tmp_path / "run/models/target/checkpoint/config.json").exists()
+    # keyed by its settings under results/_models/, where every run with those settings finds it
+    assert target == str((trained_models.results / "_models/target" / paths.model_keys["target"] / "checkpoint").resolve())
+    assert (paths.model_checkpoint("target") / "config.json").exists()
     model, tok = load_causal_lm(target), load_tokenizer(target)
     assert model.config.model_type == "qwen2" and tok.convert_tokens_to_ids("<extra_0>") != tok.unk_token_id
     assert load_prm(manifests["prm"]["path"]) is not None

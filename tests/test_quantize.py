@@ -1,4 +1,4 @@
-"""The quantize stage on a tiny draft trained here: export, loader interface, integer exactness, quality report,
+"""The quantize stage on the session's tiny ci draft: export, loader interface, integer exactness, quality report,
 and one-line errors for unsupported models."""
 from __future__ import annotations
 
@@ -8,37 +8,23 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_cmd
+from conftest import QUANTIZED, run_cmd
 from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.models.generate import greedy_generate, greedy_generate_batch
 from heterospec.models.loading import load_tokenizer
-from heterospec.models.stage import prepare_role
-from heterospec.paths import RunPaths
 from heterospec.quantize import load_quantized_draft
 from heterospec.quantize.intmath import exp_det, int_matmul, sqrt_ieee
 from heterospec.quantize.report import QUALITY_SCHEMA
-from heterospec.quantize.stage import quantize_draft
 from heterospec.quantize.w8a8 import check_supported
 from heterospec.store import read_parquet
 from heterospec.tasks.synthetic import format_prompt, held_out_problems
 
-CI = ["experiment=ci", "eval_limit=12", "quantize.calibration_prompts=8"]
+CI = QUANTIZED     # the session's quantize run: experiment=ci, eval_limit=12, quantize.calibration_prompts=8
 
 
-@pytest.fixture(scope="module")
-def quantized(tmp_path_factory):
-    """A ci draft trained in-test and quantised by the stage's own function."""
-    root = tmp_path_factory.mktemp("q")
-    cfg = compose_config(CI)
-    paths = RunPaths(root / "run")
-    prepare_role(cfg, paths, "draft", CI, paths.model_manifest("draft"))
-    row = quantize_draft(cfg, paths, CI, paths.quantized_draft, paths.quantize_quality)
-    return cfg, paths, row
-
-
-def test_export_loads_as_a_causal_lm_and_generates(quantized):
-    cfg, paths, _ = quantized
+def test_export_loads_as_a_causal_lm_and_generates(ci_quantized):
+    cfg, paths, _ = ci_quantized
     export = paths.quantized_draft.parent
     assert {p.name for p in export.iterdir()} >= {"weights.safetensors", "quantized.json", "config.json"}
     model, tok = load_quantized_draft(export), load_tokenizer(export)
@@ -54,8 +40,8 @@ def test_export_loads_as_a_causal_lm_and_generates(quantized):
     assert model.generate(ids, max_new_tokens=5).shape == (1, ids.shape[1] + 5)
 
 
-def test_quality_report_row(quantized):
-    cfg, paths, row = quantized
+def test_quality_report_row(ci_quantized):
+    cfg, paths, row = ci_quantized
     t = read_parquet(paths.quantize_quality, QUALITY_SCHEMA).to_pylist()[0]
     assert t["problems"] == 12 and t["calibration_prompts"] == 8 and t["alpha"] == 0.5
     assert abs(t["accuracy_drop"] - (t["accuracy_fp"] - t["accuracy_int8"])) < 1e-9

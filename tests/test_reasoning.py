@@ -8,12 +8,11 @@ import sys
 
 import pytest
 
-from conftest import run_cmd
+from conftest import copy_quantized, run_cmd
 from heterospec.collect import merge, run_shard, shard_range
 from heterospec.config import compose_config
 from heterospec.errors import UserError
-from heterospec.models.stage import prepare_role
-from heterospec.paths import ROLES, RunPaths
+from heterospec.paths import ROLES
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
 from heterospec.reasoning.traces import TABLES
@@ -26,13 +25,9 @@ OVERRIDES = ["experiment=ci", "collect.limit=6"]
 
 
 @pytest.fixture(scope="module")
-def trio(tmp_path_factory):
-    """The ci trio, trained once for this module (about 15 s)."""
-    root = tmp_path_factory.mktemp("trio")
-    cfg = compose_config(OVERRIDES)
-    paths = RunPaths(root / "results" / "ci")
-    for role in ROLES:
-        prepare_role(cfg, paths, role, OVERRIDES, paths.model_manifest(role))
+def trio(trained_models):
+    """The session's ci trio in a run of this module's own."""
+    cfg, paths = trained_models.run(OVERRIDES)
     checkpoints = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ROLES}
     # the ci PRM barely separates steps: put the threshold at the median of its scores so that both
     # accept and reject (and backtrack) branches run
@@ -260,18 +255,13 @@ def test_collect_cli_bad_shard_is_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == "heterospec: --shard 3of2: need 0 <= i < n"
 
 
-def test_quantized_draft_runs_as_the_draft(trio, tmp_path):
+def test_quantized_draft_runs_as_the_draft(trio, trained_models, ci_quantized):
     """models.draft.quantized=true: the W8A8 export drafts; reasoning still runs and traces its calls."""
-    cfg, paths, checkpoints = trio
-    from heterospec.quantize.stage import quantize_draft
-    qcfg = compose_config(OVERRIDES + ["quantize.calibration_prompts=8"])
-    qpaths = RunPaths(tmp_path / "run")
-    for role in ROLES:  # reuse the trained trio's manifests
-        qpaths.model_manifest(role).parent.mkdir(parents=True, exist_ok=True)
-        qpaths.model_manifest(role).write_text(paths.model_manifest(role).read_text())
-    quantize_draft(qcfg, qpaths, OVERRIDES, qpaths.quantized_draft, qpaths.quantize_quality)
+    cfg, _, checkpoints = trio
     thr = cfg.algorithm.threshold
     ov = OVERRIDES + ["models.draft.quantized=true", f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}"]
+    _, qpaths = trained_models.run(OVERRIDES)     # the trio's run (models.draft.quantized would key a new float draft)
+    copy_quantized(ci_quantized, qpaths)     # the session's export of this trio's draft, by the quantize stage
     out = run_shard(compose_config(ov), qpaths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
     problems = read_parquet(out["problems"], TABLES["problems"])
     assert problems.num_rows == 6 and sum(problems.column("draft_tokens").to_pylist()) > 0
