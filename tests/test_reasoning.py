@@ -337,7 +337,7 @@ def test_collect_repeats(trio, monkeypatch, capsys):
                                     and r["role"] == "controller") / 1e6 for p in problems}
     assert fastest[problems[0]["problem_id"]] == pytest.approx(quiet["problems"][0]["latency_s"] * 1e3, rel=1e-6)
     val = validate(compose_config(ov), paths, ov).to_pylist()
-    assert "2 repeats; minima per call shape and per problem" in capsys.readouterr().out
+    assert "2 repeats; each problem's fastest counts" in capsys.readouterr().out
     seq = {v["problem"]: v["measured_ms"] for v in val if v["executor"] == "sequential"}
     assert seq == pytest.approx(fastest)
 

@@ -218,18 +218,18 @@ def _rep(problem, repeat, calls, latency_ms):
                         start_ns=0, end_ns=round(latency_ms * 1e6))]
 
 
-def test_validation_with_repeats_uses_minima(tmp_path):
-    from heterospec.replay.validate import fit_table, min_latency, shape_minima
+def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
+    from heterospec.replay.validate import fastest_calls, fit_table, min_latency
     D, T = ("draft", "decode", 1, 4, 10), ("target", "decode", 0, 3, 14)
     P10, P14 = ("prm", "score", 4, 0, 10), ("prm", "score", 4, 0, 14)
     rows = (_rep("a", 0, [(*D, 0, 6), (*P10, 7, 9), (*T, 9, 9.8)], 10)
             + _rep("a", 1, [(*D, 0, 5), (*P10, 6, 9), (*T, 9, 9.6)], 12)
             + _rep("b", 0, [(*D, 0, 8), (*P14, 8, 10), (*T, 10, 10.7)], 11)
             + _rep("b", 1, [(*D, 0, 7), (*P14, 7, 8.5), (*T, 8.5, 8.9)], 9))
-    # worked by hand: each shape's fastest call over repeats and problems
-    assert {(r["role"], r["kv_len"]): r["wall_ms"] for r in shape_minima(rows).to_pylist()} == pytest.approx(
-        {("draft", 10): 5.0, ("prm", 10): 2.0, ("prm", 14): 1.5, ("target", 14): 0.4})
-    # each problem's fastest repeat, not its first (the problems table's 10 and 11 ms)
+    # worked by hand: a's fastest repeat is its first (10 ms), b's its second (9 ms); their calls, whole
+    calls = fastest_calls(rows).to_pylist()
+    assert [(r["problem"], r["role"]) for r in calls] == [(p, r) for p in "ab" for r in ("draft", "prm", "target")]
+    assert [r["wall_ms"] for r in calls] == pytest.approx([6.0, 2.0, 0.8, 7.0, 1.5, 0.4])
     reps = {("brsd", "sequential"): rows}
     lat = min_latency({("brsd", "sequential", "d", "a"): 10.0, ("brsd", "sequential", "d", "b"): 11.0}, reps)
     assert lat == pytest.approx({("brsd", "sequential", "d", "a"): 10.0, ("brsd", "sequential", "d", "b"): 9.0})
@@ -237,10 +237,9 @@ def test_validation_with_repeats_uses_minima(tmp_path):
     fit = {(r["role"], r["phase"]): r for r in fit_table({("brsd", "sequential"): CALLS_SCHEMA.empty_table()},
                                                          root=tmp_path / "collect", latency=lat,
                                                          repeats=reps).to_pylist()}
-    assert (fit["draft", "decode"]["calls"], fit["draft", "decode"]["wall_ms_mean"]) == (1, pytest.approx(5.0))
+    assert (fit["draft", "decode"]["calls"], fit["draft", "decode"]["wall_ms_mean"]) == (2, pytest.approx(6.5))
     assert (fit["prm", "score"]["calls"], fit["prm", "score"]["wall_ms_mean"]) == (2, pytest.approx(1.75))
-    assert (fit["target", "decode"]["calls"], fit["target", "decode"]["wall_ms_mean"]) == (1, pytest.approx(0.4))
-    # overheads from the fastest repeats (a: repeat 0, b: repeat 1): the PRM's gaps 1 and 0 ms, the problems'
-    # edges 10 - 9.8 and 9 - 8.9 ms
+    assert (fit["target", "decode"]["calls"], fit["target", "decode"]["wall_ms_mean"]) == (2, pytest.approx(0.6))
+    # overheads from the same repeats: the PRM's gaps 1 and 0 ms, the problems' edges 10 - 9.8 and 9 - 8.9 ms
     assert fit["prm", "dispatch"]["coefficients"] == pytest.approx([0.5])
     assert fit["controller", "problem"]["coefficients"] == pytest.approx([0.15])

@@ -9,11 +9,11 @@ merged tables beside them are read):
   end_ns - start_ns; each call's step and that step's outcome as the collect run's controller decided them);
 * per-problem wall latencies from ``collect_problems/v1`` (``latency_s``) when present; without them a sequential
   run's latency is the sum of its calls' wall times;
-* with ``collect.repeats`` > 1, the ``collect_repeats/v1`` table beside them: every repeat's timings. The fit then
-  takes each call shape's minimum (role, phase and token counts; over repeats and problems), the controller
-  overheads each problem's fastest repeat, and each problem's measured latency is its minimum over its repeats:
-  on a loaded machine the minima are what the call and the problem take when nothing preempts them, which is
-  what the replay predicts (docs/replay.md, "Why load breaks the comparison").
+* with ``collect.repeats`` > 1, the ``collect_repeats/v1`` table beside them: every repeat's timings. Each
+  problem then counts with its fastest repeat: its latency is the measured one, and the fit (calls and controller
+  overheads) reads that repeat's calls. On a loaded machine it is the run least preempted, closest to what the
+  replay models. (Each call shape's minimum over all repeats and problems, tried first, is an extreme of hundreds
+  of calls: its fit put the mean prediction 38-60 % under the fastest runs; docs/replay.md has the numbers.)
 
 The ``measured`` profile is fitted on the sequential executor's calls (nothing overlaps there, so each wall time
 is the call's own). Steps come from the same calls; each executor's problems are replayed with the schedule of the
@@ -120,30 +120,34 @@ def find_repeats(root: Path) -> dict[tuple, list[dict]]:
     return {k: v for k, v in out.items() if any(r["repeat"] > 0 for r in v)}
 
 
+def fastest_repeats(rows: list[dict]) -> dict[tuple, tuple[float, list[dict]]]:
+    """{(dataset, problem): (latency ms, its call rows)} of each problem's fastest repeat (``collect_repeats/v1``
+    rows of one trace set and executor)."""
+    runs: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        runs[(r["dataset"], r["problem_id"], r["repeat"])].append(r)
+    best: dict[tuple, tuple[float, list[dict]]] = {}
+    for (ds, pid, _), rs in sorted(runs.items()):
+        ms = next(r["end_ns"] for r in rs if r["role"] == "controller") / 1e6
+        if (ds, pid) not in best or ms < best[ds, pid][0]:
+            best[ds, pid] = (ms, [r for r in rs if r["role"] != "controller"])
+    return best
+
+
 def min_latency(latency: dict, repeats: dict) -> dict:
     """Each problem's measured latency (:func:`find_traces`), its minimum over its repeats where it has repeats."""
     out = dict(latency)
-    best: dict[tuple, float] = {}
     for (ts, ex), rows in repeats.items():
-        for r in rows:
-            if r["role"] == "controller":
-                key = (ts, ex, r["dataset"], r["problem_id"])
-                best[key] = min(best.get(key, float("inf")), r["end_ns"] / 1e6)
-    out.update(best)
+        out.update({(ts, ex, ds, pid): ms for (ds, pid), (ms, _) in fastest_repeats(rows).items()})
     return out
 
 
-def shape_minima(rows: list[dict]) -> pa.Table:
-    """One CALLS_SCHEMA row per call shape (role, phase, tokens in and out, context) with its fastest wall time."""
-    best: dict[tuple, float] = {}
-    for r in rows:
-        if r["role"] == "controller":
-            continue
-        key = (r["role"], r["phase"], r["tokens_in"], r["tokens_out"], r["kv_len"])
-        best[key] = min(best.get(key, float("inf")), (r["end_ns"] - r["start_ns"]) / 1e6)
-    return pa.Table.from_pylist([dict(dataset="", problem="", step_idx=0, call_idx=k, role=role, phase=phase,
-                                      tokens_in=n_in, tokens_out=n_out, kv_len=kv, outcome="", wall_ms=w)
-                                 for k, ((role, phase, n_in, n_out, kv), w) in enumerate(sorted(best.items()))],
+def fastest_calls(rows: list[dict]) -> pa.Table:
+    """CALLS_SCHEMA rows (what the fit reads) of the calls of each problem's fastest repeat."""
+    return pa.Table.from_pylist([dict(dataset=ds, problem=str(pid), step_idx=r["step_idx"], call_idx=k, role=r["role"],
+                                      phase=r["phase"], tokens_in=r["tokens_in"], tokens_out=r["tokens_out"],
+                                      kv_len=r["kv_len"], outcome="", wall_ms=(r["end_ns"] - r["start_ns"]) / 1e6)
+                                 for (ds, pid), (_, rs) in fastest_repeats(rows).items() for k, r in enumerate(rs)],
                                 schema=CALLS_SCHEMA)
 
 
@@ -197,16 +201,14 @@ def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dic
               fit_on: str | None = None, repeats: dict | None = None) -> pa.Table:
     """Fit on the sequential executor's calls (every trace set, or only ``fit_on``), else on everything there is;
     with the collect root, the controller overheads from its sequential ``collect_calls/v2`` rows too. A trace
-    set with ``repeats`` (:func:`find_repeats`) gives the fit its call shapes' minima instead of its calls."""
+    set with ``repeats`` (:func:`find_repeats`) gives the fit the calls of each problem's fastest repeat."""
     repeats = repeats or {}
     if fit_on is not None:
         if fit_on not in {ts for ts, _ in calls}:
             raise UserError(f"replay validate --fit-on {fit_on}: no such trace set (have {sorted({ts for ts, _ in calls})})")
         calls = {k: t for k, t in calls.items() if k[0] == fit_on}
     keys = [k for k in calls if k[1] == "sequential"] or list(calls)
-    seq = [calls[k] for k in keys if k not in repeats]
-    if any(k in repeats for k in keys):
-        seq.append(shape_minima([r for k in keys if k in repeats for r in repeats[k]]))
+    seq = [fastest_calls(repeats[k]) if k in repeats else calls[k] for k in keys]
     fit = fit_calls(pa.concat_tables(seq), run)
     rows, lat = sequential_rows(root, latency or {}, fit_on, repeats) if root is not None else ([], {})
     return pa.concat_tables([fit, fit_overheads(rows, lat, run)]) if rows else fit
@@ -233,16 +235,9 @@ def sequential_rows(root: Path, latency: dict, fit_on: str | None = None,
     for (ts, ex), reps in (repeats or {}).items():
         if ex != "sequential" or fit_on not in (None, ts):
             continue
-        runs: dict[tuple, list[dict]] = defaultdict(list)
-        for r in reps:
-            runs[(ts, ex, r["dataset"], r["problem_id"]), r["repeat"]].append(r)
-        fastest: dict[tuple, tuple[float, list[dict]]] = {}
-        for (key, _), rs in sorted(runs.items()):
-            ms = next(r["end_ns"] for r in rs if r["role"] == "controller") / 1e6
-            if key not in fastest or ms < fastest[key][0]:
-                fastest[key] = (ms, rs)
-        for key, (ms, rs) in fastest.items():
-            rows += [{**{c: r[c] for c in cols}, "problem_id": key} for r in rs if r["role"] != "controller"]
+        for (ds, pid), (ms, rs) in fastest_repeats(reps).items():
+            key = (ts, ex, ds, pid)
+            rows += [{**{c: r[c] for c in cols}, "problem_id": key} for r in rs]
             lat[key] = ms
     return rows, lat
 
@@ -275,8 +270,8 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     reps = find_repeats(paths.collect_root)
     latency = min_latency(latency, reps)
     for (ts, ex), rs in sorted(reps.items()):
-        print(f"[replay validate] {ts}/{ex}: {1 + max(r['repeat'] for r in rs)} repeats; minima per call shape and "
-              f"per problem")
+        print(f"[replay validate] {ts}/{ex}: {1 + max(r['repeat'] for r in rs)} repeats; each problem's fastest "
+              f"counts")
     fit = fit_table(calls, cfg.name, paths.collect_root, latency, fit_on, reps)
     if fit_on is None:
         write_fit(fit, paths.replay_fit)
