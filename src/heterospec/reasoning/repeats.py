@@ -3,8 +3,8 @@
 Greedy decoding takes the same steps every time, so the calls, steps, problems and kvmu tables keep the first
 repeat; with more than one, the ``repeats`` table (``collect_repeats/v1``) keeps every repeat's timings: each model
 call, and the whole problem as one row of role ``controller``, phase ``problem`` (0 to its latency). The replay's
-validation reads minima from it (:mod:`heterospec.replay.validate`): the time a call or a problem takes when
-nothing else gets in its way.
+validation counts each problem with its fastest repeat (:mod:`heterospec.replay.validate`): on a loaded machine,
+the run least preempted.
 """
 from __future__ import annotations
 
