@@ -281,3 +281,62 @@ def test_quantized_draft_runs_as_the_draft(trio, trained_models, ci_quantized):
         for _ in step.tokens:
             ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
     assert len(step.tokens) > 0 and step.tokens == ids[len(prompt):]
+
+
+def test_collect_repeats(trio, monkeypatch, capsys):
+    """collect.repeats=2: the tables keep one trace per problem, the repeats table both runs' timings; raising the
+    repeats keeps the journaled first runs; the validation compares each problem's fastest run."""
+    from heterospec.replay.validate import validate
+    cfg, paths, _ = trio
+    monkeypatch.chdir(paths.root.parent.parent)
+    thr = cfg.algorithm.threshold
+    base = OVERRIDES + [f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}", "collect.limit=3"]
+    journal = paths.collect_shard("synthetic", "brsd", "sequential", "0of1", "problems").parent / "journal"
+    run_shard(compose_config(base), paths, base, "synthetic", "brsd", "sequential", "0of1", processes=False)
+    first = {p.name: p.stat().st_mtime_ns for p in journal.glob("*.json")}
+    out = paths.collect_shard("synthetic", "brsd", "sequential", "0of1", "repeats")
+    assert len(first) == 3 and read_parquet(out, TABLES["repeats"]).num_rows == 0    # one run: no repeats rows
+    ov = base + ["collect.repeats=2"]
+    run_shard(compose_config(ov), paths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
+    assert all(journal.joinpath(n).stat().st_mtime_ns == t for n, t in first.items())   # only the new runs ran
+    assert len(list(journal.glob("*.r1.json"))) == 3
+    # problem 0's second run made to take half its first run's time, so that its minimum is not its first run
+    quiet = json.loads((journal / "000000.r1.json").read_text())
+    f = json.loads((journal / "000000.json").read_text())["problems"][0]["latency_s"] / 2 / \
+        quiet["problems"][0]["latency_s"]
+    for c in quiet["calls"]:
+        c["start_ns"], c["end_ns"] = int(c["start_ns"] * f), int(c["end_ns"] * f)
+    quiet["problems"][0]["latency_s"] *= f
+    (journal / "000000.r1.json").write_text(json.dumps(quiet))
+    run_shard(compose_config(ov), paths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
+    merge(paths, "synthetic", "brsd", "sequential", 1)
+    table = lambda t: read_parquet(paths.collect_table("synthetic", "brsd", "sequential", t), TABLES[t]).to_pylist()
+    problems, calls, reps = table("problems"), table("calls"), table("repeats")
+    assert len(problems) == 3 and len({p["problem_id"] for p in problems}) == 3
+    for p in problems:
+        mine = [c for c in calls if c["problem_id"] == p["problem_id"]]
+        shape = [(c["role"], c["phase"], c["tokens_in"], c["tokens_out"], c["kv_len"]) for c in mine]
+        for j in (0, 1):
+            run = [r for r in reps if r["problem_id"] == p["problem_id"] and r["repeat"] == j]
+            # the same calls (sequential, greedy), each repeat with its own timings and its whole latency
+            assert [(r["role"], r["phase"], r["tokens_in"], r["tokens_out"], r["kv_len"]) for r in run[:-1]] == shape
+            assert run[-1]["role"] == "controller" and run[-1]["end_ns"] >= max(r["end_ns"] for r in run[:-1])
+        assert [r["start_ns"] for r in reps if r["problem_id"] == p["problem_id"] and r["repeat"] == 0][:-1] == \
+            [c["start_ns"] for c in mine]
+    fastest = {p["problem_id"]: min(r["end_ns"] for r in reps if r["problem_id"] == p["problem_id"]
+                                    and r["role"] == "controller") / 1e6 for p in problems}
+    assert fastest[problems[0]["problem_id"]] == pytest.approx(quiet["problems"][0]["latency_s"] * 1e3, rel=1e-6)
+    val = validate(compose_config(ov), paths, ov).to_pylist()
+    assert "2 repeats; each problem's fastest counts" in capsys.readouterr().out
+    seq = {v["problem"]: v["measured_ms"] for v in val if v["executor"] == "sequential"}
+    assert seq == pytest.approx(fastest)
+
+
+def test_collect_repeats_must_take_the_same_steps():
+    from heterospec.reasoning.repeats import check_same_steps
+    rows = lambda outcome, score: dict(steps=[dict(position=0, outcome=outcome, draft_score=score)],
+                                       problems=[dict(problem_id="p", output="x")])
+    check_same_steps(rows("accept", 0.5), rows("accept", 0.5 + 1e-9), 1)
+    for other in (rows("backtrack", 0.5), rows("accept", 0.6)):
+        with pytest.raises(UserError, match="repeat 1 of problem p took other steps"):
+            check_same_steps(rows("accept", 0.5), other, 1)

@@ -207,3 +207,39 @@ def test_mae_interval_is_the_bootstrap_spread_of_the_mean():
     assert all(math.isclose(x, 0.05) for x in mae_interval([0.05] * 30))   # no spread, no interval
     lo10, hi10 = mae_interval(errs[:10])
     assert hi10 - lo10 > 3 * (hi - lo)                   # fewer problems, a wider interval
+
+
+def _rep(problem, repeat, calls, latency_ms):
+    """Repeats-table rows of one repeat: calls as (role, phase, tokens_in, tokens_out, kv_len, start_ms, end_ms)."""
+    run = dict(algorithm="brsd", executor="sequential", dataset="d", problem_id=problem, repeat=repeat)
+    rows = [dict(run, step_idx=0, role=ro, phase=ph, tokens_in=i, tokens_out=o, kv_len=kv, start_ns=round(s * 1e6),
+                 end_ns=round(e * 1e6)) for ro, ph, i, o, kv, s, e in calls]
+    return rows + [dict(run, step_idx=-1, role="controller", phase="problem", tokens_in=0, tokens_out=0, kv_len=0,
+                        start_ns=0, end_ns=round(latency_ms * 1e6))]
+
+
+def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
+    from heterospec.replay.validate import fastest_calls, fit_table, min_latency
+    D, T = ("draft", "decode", 1, 4, 10), ("target", "decode", 0, 3, 14)
+    P10, P14 = ("prm", "score", 4, 0, 10), ("prm", "score", 4, 0, 14)
+    rows = (_rep("a", 0, [(*D, 0, 6), (*P10, 7, 9), (*T, 9, 9.8)], 10)
+            + _rep("a", 1, [(*D, 0, 5), (*P10, 6, 9), (*T, 9, 9.6)], 12)
+            + _rep("b", 0, [(*D, 0, 8), (*P14, 8, 10), (*T, 10, 10.7)], 11)
+            + _rep("b", 1, [(*D, 0, 7), (*P14, 7, 8.5), (*T, 8.5, 8.9)], 9))
+    # worked by hand: a's fastest repeat is its first (10 ms), b's its second (9 ms); their calls, whole
+    calls = fastest_calls(rows).to_pylist()
+    assert [(r["problem"], r["role"]) for r in calls] == [(p, r) for p in "ab" for r in ("draft", "prm", "target")]
+    assert [r["wall_ms"] for r in calls] == pytest.approx([6.0, 2.0, 0.8, 7.0, 1.5, 0.4])
+    reps = {("brsd", "sequential"): rows}
+    lat = min_latency({("brsd", "sequential", "d", "a"): 10.0, ("brsd", "sequential", "d", "b"): 11.0}, reps)
+    assert lat == pytest.approx({("brsd", "sequential", "d", "a"): 10.0, ("brsd", "sequential", "d", "b"): 9.0})
+    (tmp_path / "collect").mkdir()
+    fit = {(r["role"], r["phase"]): r for r in fit_table({("brsd", "sequential"): CALLS_SCHEMA.empty_table()},
+                                                         root=tmp_path / "collect", latency=lat,
+                                                         repeats=reps).to_pylist()}
+    assert (fit["draft", "decode"]["calls"], fit["draft", "decode"]["wall_ms_mean"]) == (2, pytest.approx(6.5))
+    assert (fit["prm", "score"]["calls"], fit["prm", "score"]["wall_ms_mean"]) == (2, pytest.approx(1.75))
+    assert (fit["target", "decode"]["calls"], fit["target", "decode"]["wall_ms_mean"]) == (2, pytest.approx(0.6))
+    # overheads from the same repeats: the PRM's gaps 1 and 0 ms, the problems' edges 10 - 9.8 and 9 - 8.9 ms
+    assert fit["prm", "dispatch"]["coefficients"] == pytest.approx([0.5])
+    assert fit["controller", "problem"]["coefficients"] == pytest.approx([0.15])

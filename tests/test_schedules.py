@@ -163,3 +163,36 @@ def test_the_policy_modules_import_leaves_not_the_package():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 assert node.module != "heterospec.replay.schedules", f"{path.name} imports the schedules package"
+
+
+def test_an_edited_schedule_file_reruns_the_replays_that_read_it(tmp_path, monkeypatch):
+    """The rules' digests (Snakemake params) read the schedule files themselves: an edit to one that a replay
+    runs moves its digest; an edit to one no replay runs moves none."""
+    from heterospec.config.digest import ResolvedRun
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    monkeypatch.setattr(heterospec.config, "CONF_DIR", conf)
+    ov = ["experiment=default"]
+    rules = ("replay", "replay_validate", "report_ours")
+
+    def digests():
+        run = ResolvedRun(compose_config(ov), ov)
+        return {r: run.spec(r, {}) for r in rules}
+
+    before = digests()
+    cfg = compose_config(ov)
+    assert "hetero" in cfg.replay.schedules and "hetero" not in cfg.replay.validate_schedules
+    assert "prefetch_only" not in [*cfg.replay.schedules, *cfg.replay.validate_schedules, cfg.schedule.name]
+    def edit(name, old, new):
+        path = conf / "schedule" / f"{name}.yaml"
+        assert old in path.read_text()
+        path.write_text(path.read_text().replace(old, new))
+
+    edit("prefetch_only", "shadow_sync: false", "shadow_sync: true")
+    assert digests() == before
+    edit("hetero", "draft_lookahead: 1", "draft_lookahead: 2")
+    after = digests()
+    assert after["replay"] != before["replay"] and after["report_ours"] != before["report_ours"]
+    assert after["replay_validate"] == before["replay_validate"]
+    edit("step_ahead", "shadow_sync: false", "shadow_sync: true")
+    assert digests()["replay_validate"] != before["replay_validate"]

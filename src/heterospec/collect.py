@@ -7,6 +7,8 @@
 
 A shard writes each finished problem to a journal (atomically) and skips journaled problems
 when restarted, so a killed run loses at most the problem in flight. ``merge`` joins the shards.
+With ``collect.repeats`` k > 1 each problem runs k times, in k rounds over the shard's problems; the tables keep
+the first round's trace and the ``repeats`` table every round's timings (:mod:`heterospec.reasoning.repeats`).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from heterospec import stage
 from heterospec.config import compose_config, dataset_config
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
+from heterospec.reasoning.repeats import check_same_steps, journal_name, repeat_rows
 from heterospec.reasoning.traces import TABLES
 from heterospec.store import read_parquet, write_parquet
 
@@ -60,8 +63,10 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
     from omegaconf import OmegaConf
 
     import heterospec
+    # not repeats: raising it keeps the journaled first repeats and runs only the new ones
+    collect = OmegaConf.masked_copy(cfg.collect, [k for k in cfg.collect if k != "repeats"])
     parts = [OmegaConf.to_yaml(n, resolve=True) for n in
-             (dataset_config(cfg, dataset), alg, cfg.models, cfg.collect, cfg.system.torch_devices)]
+             (dataset_config(cfg, dataset), alg, cfg.models, collect, cfg.system.torch_devices)]
     parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in TABLES.values())]
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()
@@ -86,15 +91,21 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     from heterospec.tasks import load_problems
 
     i, n = parse_shard(shard)
+    repeats = int(cfg.collect.repeats)
+    if repeats < 1:
+        raise UserError(f"collect.repeats is {repeats}, expected 1 or more")
     alg = compose_config([*overrides, f"algorithm={algorithm}"]).algorithm
     problems = load_problems(dataset_config(cfg, dataset, overrides), cfg.collect.limit)
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
     out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}
     journal = out["problems"].parent / "journal"
     _open_journal(journal, _journal_spec(cfg, alg, paths, dataset, executor, shard))
-    todo = [(k, p) for k, p in enumerate(mine) if not (journal / f"{k:06d}.json").exists()]
-    if len(todo) < len(mine):
-        print(f"[collect] resuming: {len(mine) - len(todo)} of {len(mine)} problems already done", file=sys.stderr)
+    # repeats run in rounds over the problems, so a problem's repeats meet the machine at different times
+    todo = [(j, k, p) for j in range(repeats) for k, p in enumerate(mine)
+            if not (journal / journal_name(k, j)).exists()]
+    if len(todo) < len(mine) * repeats:
+        print(f"[collect] resuming: {len(mine) * repeats - len(todo)} of {len(mine) * repeats} problem runs already "
+              f"done", file=sys.stderr)
     if todo:
         checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
         if cfg.models.draft.quantized:  # the quantize stage's W8A8 export stands in for the draft
@@ -108,17 +119,23 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
             correct = 0
             bar = tqdm(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem",
                        file=sys.stderr, mininterval=2)
-            for done, (k, prob) in enumerate(bar, 1):   # bar.n lags between refreshes
+            for done, (j, k, prob) in enumerate(bar, 1):   # bar.n lags between refreshes
                 rows = session.run(prob, alg, executor, ex)
-                _journal_write(journal / f"{k:06d}.json", rows)
+                _journal_write(journal / journal_name(k, j), rows)
                 correct += rows["problems"][0]["correct"]
                 bar.set_postfix(acc=f"{100 * correct / done:.0f}%", refresh=False)
     run_fields = dict(run=cfg.name, models=cfg.models.name, dataset=dataset, algorithm=algorithm, executor=executor)
     tables: dict[str, list[dict]] = {t: [] for t in TABLES}
     for k in range(len(mine)):
-        rows = json.loads((journal / f"{k:06d}.json").read_text())
+        rows = json.loads((journal / journal_name(k, 0)).read_text())
         for t in TABLES:
-            tables[t].extend({**run_fields, **r} for r in rows[t])
+            tables[t].extend({**run_fields, **r} for r in rows.get(t, ()))
+        for j in range(1, repeats):
+            again = json.loads((journal / journal_name(k, j)).read_text())
+            check_same_steps(rows, again, j)
+            tables["repeats"].extend({**run_fields, **r} for r in repeat_rows(again, j))
+        if repeats > 1:
+            tables["repeats"].extend({**run_fields, **r} for r in repeat_rows(rows, 0))
     for t, schema in TABLES.items():
         write_parquet(tables[t], out[t], schema)
     acc = 100 * sum(r["correct"] for r in tables["problems"]) / max(1, len(tables["problems"]))

@@ -10,6 +10,7 @@ rule collect_shard:
         steps=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "steps"),
         problems=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "problems"),
         kvmu=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "kvmu"),
+        repeats=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "repeats"),
     params:
         spec=spec("collect_shard"),
         hydra=HYDRA,
@@ -37,6 +38,7 @@ rule collect_merge:
         steps=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "steps"),
         problems=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "problems"),
         kvmu=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "kvmu"),
+        repeats=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "repeats"),
     params:
         hydra=HYDRA,
     resources:

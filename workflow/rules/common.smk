@@ -140,6 +140,8 @@ def replay_inputs(wildcards):
     inputs = [str(PATHS.replay_events(ts)) for ts in CFG.replay.trace_sets]
     if "hls" in CFG.replay.profiles:
         inputs.append(str(PATHS.hls_perf))
+    if "measured" in CFG.replay.profiles:   # the fit on the run's own collect traces
+        inputs.append(str(PATHS.replay_fit))
     return inputs
 
 

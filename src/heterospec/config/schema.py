@@ -196,6 +196,7 @@ class CollectConfig:
     shards: int = 1                  # problem ranges run as separate jobs (and cluster tasks)
     processes: bool = True           # one worker process per role (false: all in this process, for debugging)
     threads_per_role: int = 1        # torch threads in each role's worker
+    repeats: int = 1                 # runs of each problem, in rounds; > 1: every run's timings (repeats table)
 
 
 # ----------------------------------------------------------------------------- replay

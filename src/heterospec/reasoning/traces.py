@@ -5,6 +5,7 @@
   followed it), with what the controller decided: the step view the replay's validation reads.
 * ``collect_problems/v1`` — one row per problem.
 * ``collect_kvmu/v1`` — one row per KVMU mode transition of the draft.
+* ``collect_repeats/v1`` — with ``collect.repeats`` > 1, every repeat's timings (:mod:`.repeats`); else empty.
 """
 from __future__ import annotations
 
@@ -75,4 +76,17 @@ KVMU_SCHEMA = versioned("collect_kvmu", 1, _RUN + [
     pa.field("reason", pa.string()),         # prompt | draft | step_ahead | prm | reject | backtrack | shadow_sync | host
 ])
 
-TABLES = {"calls": CALLS_TRACE_SCHEMA, "steps": STEPS_TRACE_SCHEMA, "problems": PROBLEMS_SCHEMA, "kvmu": KVMU_SCHEMA}
+REPEATS_SCHEMA = versioned("collect_repeats", 1, _RUN + [
+    pa.field("repeat", pa.int32()),          # 0, 1, ...: the collect stage's rounds over its problems
+    pa.field("step_idx", pa.int32()),        # the call's step (collect_steps/v1); -1 on the problem's row
+    pa.field("role", pa.string()),           # draft | prm | target; controller: the whole problem
+    pa.field("phase", pa.string()),          # prefill | decode | score; problem
+    pa.field("tokens_in", pa.int32()),
+    pa.field("tokens_out", pa.int32()),
+    pa.field("kv_len", pa.int32()),
+    pa.field("start_ns", pa.int64()),        # from the repeat's start
+    pa.field("end_ns", pa.int64()),
+])
+
+TABLES = {"calls": CALLS_TRACE_SCHEMA, "steps": STEPS_TRACE_SCHEMA, "problems": PROBLEMS_SCHEMA, "kvmu": KVMU_SCHEMA,
+          "repeats": REPEATS_SCHEMA}

@@ -14,7 +14,9 @@ Two engines execute the same operations and give the same times:
 * ``simpy`` — every operation is a SimPy process that requests its resource (a ``simpy.Resource``) when issued,
   waits for its dependencies, holds the resource for its duration (or until its cancelling operation ends);
 * ``fast`` — the same rule computed directly: start = max(resource free, dependencies' ends). Used for grids
-  (SimPy's per-event overhead is ~50x larger); tests check the two agree.
+  (SimPy's per-event overhead is ~50x larger); tests check the two agree. A yielding op can be overlapped by an
+  operation issued after it, so with ``yields_to`` the fast engine repeats the problem with the owner's intervals
+  of the previous pass until they no longer change what it computed (:func:`~.engines.run_fast`; 1-3 passes).
 
 A profile's ``problem_ms`` (the measured profile: controller time before the first and after the last call) is
 added to every problem's latency. From the operation log come the metrics (``RESULTS_SCHEMA``): latency, accepted tokens, goodput, energy per device
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from heterospec.replay.engines import Op, make_engine
+from heterospec.replay.engines import Op, make_engine, run_fast
 from heterospec.replay.metrics import metrics
 from heterospec.replay.problem import Problem
 from heterospec.replay.system import Ctx
@@ -48,8 +50,11 @@ def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast
     policy = get_schedule(schedule).policy
     if ctx.profile.context_includes_prompt and prob.prompt:
         prob = prob.with_prompt_in_context()
-    eng = make_engine(engine, ctx.system.yields_to)
-    policy(prob, ctx, eng)
+    if engine == "fast":
+        eng = run_fast(lambda e: policy(prob, ctx, e), ctx.system.yields_to)
+    else:
+        eng = make_engine(engine, ctx.system.yields_to)
+        policy(prob, ctx, eng)
     eng.finish()
     oh = ctx.profile.problem_ms
     if oh:   # controller time outside every call: on the critical path of the whole problem

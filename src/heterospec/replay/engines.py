@@ -113,15 +113,20 @@ class FastEngine(Engine):
     """start = max(resource free, dependency ends); end = start + dur, or the cancelling op's end if earlier.
     Also the dependency-chain length (``Op.chain``) for the lower bound, and the metrics' tally as it goes.
 
-    A device that yields to another (``yields``) works only in the gaps of the other's operations issued before
-    its own; the policies issue a step's PRM operation before the target operations that overlap it."""
+    A device that yields to another (``yields``) works only in the gaps of the other's operations: those issued
+    before its own, and, for those issued later, their intervals from the previous pass (``future``: owner ->
+    intervals in issue order). An owner's operation issued later can start while an earlier yielding op runs (a
+    prefetch's uncut prefill outliving its verdict runs into the next verify); :meth:`exact` says whether the
+    pass saw every such interval as it turned out, and :func:`run_fast` repeats the pass until it did."""
 
-    def __init__(self, yields: dict | None = None):
+    def __init__(self, yields: dict | None = None, future: dict | None = None):
         super().__init__()
         self.free = dict.fromkeys(RESOURCES, 0.0)
         self.tally = Tally()
         self.yields = yields or {}
         self.iv = {o: [] for o in self.yields.values()}   # the owners' busy intervals, in order
+        self.future = future or {}
+        self.yielded: list[tuple[Op, int]] = []           # each yielding op and how many owner ops preceded it
 
     def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None, new=None,
             atomic=0.0):
@@ -147,19 +152,23 @@ class FastEngine(Engine):
                 stop = s + atomic
             e = s + dur if s + dur < stop else stop
             w = e - s
-        elif atomic:
-            e, w = _yielding(self.iv[owner], s, min(atomic, dur), math.inf)
-            if dur > atomic:
-                e, w2 = _yielding(self.iv[owner], e, dur - atomic, max(stop, e))
-                w += w2
         else:
-            e, w = _yielding(self.iv[owner], s, dur, stop)
+            iv = self._owner_busy(owner)
+            if atomic:
+                e, w = _yielding(iv, s, min(atomic, dur), math.inf)
+                if dur > atomic:
+                    e, w2 = _yielding(iv, e, dur - atomic, max(stop, e))
+                    w += w2
+            else:
+                e, w = _yielding(iv, s, dur, stop)
         c += e - s
         op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, s, e, c, new, atomic)
         op.work = w
         self.ops.append(op)
+        if owner is not None:
+            self.yielded.append((op, len(self.iv[owner])))
         self.free[res] = e
-        if res in self.iv and e > s:
+        if res in self.iv:   # every one, so the passes of run_fast number them alike
             self.iv[res].append((s, e))
         t = self.tally   # Tally.add, inlined: this is the simulator's innermost loop
         t.busy[res] += w
@@ -172,6 +181,41 @@ class FastEngine(Engine):
         if disc:
             t.discarded.append(op)
         return op
+
+    def _owner_busy(self, owner: str) -> list:
+        """The owner's busy intervals as known now: those issued, then the later ones of the previous pass."""
+        iv, later = self.iv[owner], self.future.get(owner, ())[len(self.iv[owner]):]
+        return sorted(iv + later) if later else iv
+
+    def exact(self) -> bool:
+        """Whether every yielding op saw the owner intervals that overlap it as they turned out in this pass."""
+        for op, k in self.yielded:
+            owner = self.yields[op.res]
+            seen, real = self.future.get(owner, ()), self.iv[owner]
+            for j in range(k, len(real)):
+                h = seen[j] if j < len(seen) else None
+                if h != real[j] and (_overlaps(h, op) or _overlaps(real[j], op)):
+                    return False
+            if len(seen) > len(real) and any(_overlaps(h, op) for h in seen[len(real):]):
+                return False
+        return True
+
+
+def _overlaps(iv, op: Op) -> bool:
+    return iv is not None and iv[0] < op.end and iv[1] > op.start and iv[1] > iv[0]
+
+
+def run_fast(issue: Callable[[Engine], None], yields: dict | None = None, passes: int = 100) -> FastEngine:
+    """``issue(engine)`` on a FastEngine, repeated with the owners' intervals of the previous pass until every
+    yielding op saw the owner ops that overlap it (one pass without ``yields``)."""
+    eng = FastEngine(yields)
+    issue(eng)
+    for _ in range(passes):
+        if not eng.yielded or eng.exact():
+            return eng
+        eng = FastEngine(yields, {o: list(v) for o, v in eng.iv.items()})
+        issue(eng)
+    raise RuntimeError(f"the fast engine's yielding ops did not settle in {passes} passes; use engine=simpy")
 
 
 class SimpyEngine(Engine):
