@@ -69,3 +69,11 @@ def test_catalogue_views_and_query_cli(tmp_path):
 def test_query_without_catalogue_says_what_to_run(tmp_path):
     r = heterospec("query", "SELECT 1", "--db", str(tmp_path / "none.duckdb"))
     assert r.returncode == 2 and "snakemake --cores all" in r.stderr
+
+
+def test_every_collect_table_has_a_view():
+    # each table the collect stage writes (calls, steps, problems, kvmu, repeats) is queryable as collect_<name>
+    from heterospec.reasoning.traces import TABLES as COLLECT
+    from heterospec.store.catalog import TABLES
+    for name in COLLECT:
+        assert TABLES.get(f"collect_{name}") == f"results/*/collect/*/*/*/{name}.parquet", name

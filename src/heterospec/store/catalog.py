@@ -33,6 +33,8 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "collect_problems": "results/*/collect/*/*/*/problems.parquet",
     "collect_calls": "results/*/collect/*/*/*/calls.parquet",
     "collect_kvmu": "results/*/collect/*/*/*/kvmu.parquet",
+    "collect_steps": "results/*/collect/*/*/*/steps.parquet",       # the controller's steps (collect_steps/v1)
+    "collect_repeats": "results/*/collect/*/*/*/repeats.parquet",   # every round's timings (collect.repeats)
     "dfvg_generations": "results/*/dfvg/*/generations.parquet",
     "dfvg_rounds": "results/*/dfvg/*/rounds.parquet",
     "dfvg_replay": "results/*/dfvg/replay.parquet",
