@@ -1,6 +1,6 @@
 """The embedded default's trio trained with several seeds: one row per seed, then the range.
 
-    python benchmarks/trio_seeds.py [--seeds 0 1 2] [--dir /tmp/trio_seeds] [--collect-problems 200] [overrides...]
+    python benchmarks/trio_seeds.py [--seeds 0 1 2] [--dir /tmp/trio_seeds] [--collect-problems 200] [--reuse] [overrides...]
 
 Each seed runs the workflow's own stage commands in ``--dir`` (draft and target at once, then the PRM on the
 trained draft's steps, as ``snakemake --cores 2`` schedules them), then the quality report and sequential RSD
@@ -35,7 +35,22 @@ def wait(*procs: subprocess.Popen) -> None:
             sys.exit(f"{' '.join(p.args)} failed (exit {p.returncode}); see its log in the seed's directory")
 
 
-def one_seed(seed: int, base: Path, overrides: list[str], problems: int) -> dict:
+def trained(cwd: Path, role: str, ov: list[str]) -> bool:
+    """Whether ``role``'s model for these settings is already in ``cwd``'s results (its manifest exists)."""
+    from heterospec.config import compose_config
+    from heterospec.paths import RunPaths
+
+    return (cwd / RunPaths.for_run(compose_config(ov), ov).model_manifest(role)).exists()
+
+
+def train(cwd: Path, role: str, ov: list[str], reuse: bool) -> subprocess.Popen | None:
+    if reuse and trained(cwd, role, ov):
+        print(f"  {cwd.name}: reusing the trained {role}", flush=True)
+        return None
+    return stage(cwd, f"train_{role}", "heterospec.models", "train", "--role", role, *ov)
+
+
+def one_seed(seed: int, base: Path, overrides: list[str], problems: int, reuse: bool = False) -> dict:
     """Train the trio with ``seed``, evaluate it, run RSD and BRSD; the seed's row."""
     cwd = base / f"seed{seed}"
     cwd.mkdir(parents=True, exist_ok=True)
@@ -43,12 +58,11 @@ def one_seed(seed: int, base: Path, overrides: list[str], problems: int) -> dict
     ov = [*overrides, f"name={run}", f"collect.limit={problems}",
           *(f"models.{r}.train.seed={seed}" for r in ROLES)]
     t0 = time.time()
-    draft = stage(cwd, "train_draft", "heterospec.models", "train", "--role", "draft", *ov)
-    target = stage(cwd, "train_target", "heterospec.models", "train", "--role", "target", *ov)
-    wait(draft)
+    draft, target = train(cwd, "draft", ov, reuse), train(cwd, "target", ov, reuse)
+    wait(*filter(None, [draft]))
     t_draft = time.time() - t0
-    prm = stage(cwd, "train_prm", "heterospec.models", "train", "--role", "prm", *ov)
-    wait(prm, target)
+    prm = train(cwd, "prm", ov, reuse)
+    wait(*filter(None, [prm, target]))
     train_s = time.time() - t0
     wait(stage(cwd, "quality", "heterospec.models", "quality", *ov))
     q = pq.read_table(cwd / "results" / run / "models" / "quality.parquet").to_pylist()[0]
@@ -80,13 +94,15 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--dir", type=Path, default=Path("/tmp/trio_seeds"))
     ap.add_argument("--collect-problems", type=int, default=200)
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep a role already trained in --dir with the same settings (train_s then omits it)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides applied to every seed")
     args = ap.parse_args()
     print(f"load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} CPUs", flush=True)
     print(HEADER, flush=True)
     rows = []
     for seed in args.seeds:
-        rows.append(one_seed(seed, args.dir, args.overrides, args.collect_problems))
+        rows.append(one_seed(seed, args.dir, args.overrides, args.collect_problems, args.reuse))
         print(show(rows[-1]) + f"   (load {os.getloadavg()[0]:.1f})", flush=True)
     if len(rows) > 1:
         for k, fmt in COLUMNS[1:]:

@@ -168,8 +168,15 @@ def test_prm_can_start_from_the_targets_weights(trio, tmp_path):
     train_role(models, dataset, "prm", tmp_path / "prm", log=lambda s: None, target_dir=base / "target")
     prm, target = load_prm(tmp_path / "prm").model, load_causal_lm(base / "target")
     assert prm.config.hidden_size == target.config.hidden_size   # the target's shape, whatever models.prm.arch says
+    emb, emb0 = prm.model.embed_tokens.weight, target.model.embed_tokens.weight
+    sep, newline = prm.config.step_token_id, load_tokenizer(base / "target")("\n", add_special_tokens=False)["input_ids"][0]
+    assert torch.equal(emb[sep], emb0[newline])                      # the separator starts as the target's "\n"
+    emb0 = emb0.clone()
+    emb0[sep] = emb0[newline]
+    assert torch.equal(emb, emb0)
     for (name, w), (_, w0) in zip(prm.model.named_parameters(), target.model.named_parameters()):
-        assert torch.equal(w, w0), name                              # lr 0: the backbone is the target's
+        if "embed_tokens" not in name:
+            assert torch.equal(w, w0), name                          # lr 0: the backbone is the target's
     with pytest.raises(UserError, match="target must be trained first"):
         train_role(models, dataset, "prm", tmp_path / "prm2", log=lambda s: None)
 

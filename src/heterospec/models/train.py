@@ -249,6 +249,11 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
                                                             label2id={"wrong": 0, "correct": 1})
         model.config.step_token_id = tokenizer.convert_tokens_to_ids(STEP)
         model.config.architectures = None
+        # the target never read <extra_0> (its steps are joined by "\n\n"): start the separator where a
+        # step boundary already sits in its embedding space, not at an untrained row
+        with torch.no_grad():
+            emb = model.model.embed_tokens.weight
+            emb[model.config.step_token_id] = emb[tokenizer("\n", add_special_tokens=False)["input_ids"][0]]
         arch = model.config
         log(f"[train prm] starting from the target's weights in {init_dir}")
     else:
