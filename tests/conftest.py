@@ -12,10 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from heterospec.config import compose_config
-from heterospec.models.stage import prepare_role
-from heterospec.paths import RunPaths
-
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 DATASETS = SHARED / "datasets"
@@ -119,6 +115,10 @@ class TrainedModels:
     def run(self, overrides: list[str], roles: tuple[str, ...] = ("draft", "target", "prm")):
         """``(cfg, paths)`` of a new run under these overrides, its ``roles`` trained (or found) by ``prepare_role``
         in this order (the PRM may learn from the draft or start from the target)."""
+        from heterospec.config import compose_config   # here, not at collection: it loads torch and transformers
+        from heterospec.models.stage import prepare_role
+        from heterospec.paths import RunPaths
+
         cfg = compose_config(overrides)
         keys = RunPaths.for_run(cfg, overrides).model_keys
         self.results.mkdir(parents=True, exist_ok=True)
