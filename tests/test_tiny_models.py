@@ -151,6 +151,24 @@ def test_prm_batches_end_draft_steps_with_the_checkers_label(trio):
         assert lab[seps[-1] - 1] == int(sample.correct) and lab[0] == IGNORE   # dense: the wrong digit is 0
 
 
+def test_length_buckets_regroup_the_same_examples_with_less_padding():
+    """length_buckets=4: the first four batches hold exactly the rows of four plain batches, with fewer pad tokens."""
+    models, dataset = _cfgs()
+    tok = build_tokenizer()
+
+    def rows(n_buckets):
+        train = OmegaConf.merge(models.prm.train, {"length_buckets": n_buckets, "batch_size": 8})
+        it = batches(tok, dataset.generator, "prm", train)
+        bs = [next(it) for _ in range(4)]
+        out = sorted((tuple(ids[m.bool()].tolist()), tuple(lab[m.bool()].tolist()))
+                     for b in bs for ids, lab, m in zip(b["input_ids"], b["labels"], b["attention_mask"]))
+        return out, sum(b["input_ids"].numel() for b in bs)
+
+    (plain, padded_plain), (grouped, padded_grouped) = rows(1), rows(4)
+    assert grouped == plain
+    assert padded_grouped < 0.95 * padded_plain
+
+
 def test_prm_trains_on_the_drafts_steps_only_after_the_draft(trio, tmp_path):
     base, _ = trio
     models, dataset = _cfgs()

@@ -35,6 +35,7 @@ class TrainConfig:
     threads: int = 1            # torch intra-op threads for this role's training job
     seed: int = 0
     log_every: int = 50         # progress line every N steps
+    length_buckets: int = 1     # draw this many batches at once and group them by length (less padding); 1 = off
     prm_neg_frac: float = 0.5   # PRM only: share of training solutions cut at one corrupted step
     prm_dense_labels: bool = True  # PRM only: also label each step character (right so far?); one label per step learns too slowly
     prm_lm_weight: float = 1.0  # PRM only: weight of an auxiliary next-token loss that teaches the backbone the arithmetic

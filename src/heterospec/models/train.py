@@ -128,13 +128,22 @@ def batches(tokenizer, gen: Any, role: str, train: Any,
     encode = char_encoder(tokenizer)
     protocol = PrmProtocol(tokenizer, STEP)
     pool = _cycle(list(samples), rng)
+    size, buckets = int(train.batch_size), max(1, int(train.length_buckets))
     while True:
         if role == "prm":
             ex = [sample_example(protocol, next(pool), dense) if samples and rng.random() < train.prm_draft_share
-                  else solution_example(protocol, next(stream), rng, neg_frac, dense) for _ in range(train.batch_size)]
+                  else solution_example(protocol, next(stream), rng, neg_frac, dense) for _ in range(size * buckets)]
         else:
-            ex = [lm_example(tokenizer, encode, next(stream)) for _ in range(train.batch_size)]
-        yield collate(ex, tokenizer.pad_token_id)
+            ex = [lm_example(tokenizer, encode, next(stream)) for _ in range(size * buckets)]
+        if buckets == 1:
+            yield collate(ex, tokenizer.pad_token_id)
+            continue
+        # similar lengths share a batch, so less of each batch is padding; the batches' order is shuffled
+        ex.sort(key=lambda e: len(e[0]))
+        group = [ex[i : i + size] for i in range(0, len(ex), size)]
+        rng.shuffle(group)
+        for b in group:
+            yield collate(b, tokenizer.pad_token_id)
 
 
 def _cycle(items: list, rng: random.Random) -> Iterator:
