@@ -169,6 +169,23 @@ def test_length_buckets_regroup_the_same_examples_with_less_padding():
     assert padded_grouped < 0.95 * padded_plain
 
 
+def test_an_lm_stops_at_its_validation_step_error(tmp_path):
+    """stop_at_step_error: the draft stops at the first check whose step error is at or below it, else runs on."""
+    models, dataset = _cfgs()
+    stop = {"validate_every": 10, "validation_problems": 5}
+    models.draft.train = OmegaConf.merge(models.draft.train, stop, {"stop_at_step_error": 1.0})
+    lines = []
+    m = train_role(models, dataset, "draft", tmp_path / "d1", log=lines.append)
+    assert (m["steps"], m["stopped_at"]) == (10, 10) and 0 <= m["validation_step_error"] <= 1
+    assert any("stopping at step 10 of 30" in line for line in lines)
+    models.draft.train.stop_at_step_error = 1e-9   # a 30-step toy draft never gets every step right
+    m = train_role(models, dataset, "draft", tmp_path / "d2", log=lambda s: None)
+    assert (m["steps"], m["stopped_at"]) == (30, None)
+    models.prm.train = OmegaConf.merge(models.prm.train, stop, {"stop_at_step_error": 0.1})
+    with pytest.raises(UserError, match="only the draft and the target"):
+        train_role(models, dataset, "prm", tmp_path / "p", log=lambda s: None)
+
+
 def test_prm_trains_on_the_drafts_steps_only_after_the_draft(trio, tmp_path):
     base, _ = trio
     models, dataset = _cfgs()

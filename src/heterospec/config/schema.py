@@ -36,6 +36,9 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 50         # progress line every N steps
     length_buckets: int = 1     # draw this many batches at once and group them by length (less padding); 1 = off
+    stop_at_step_error: float = 0.0  # draft/target: stop once the greedy step error on validation problems is at or below this; 0 = all steps
+    validate_every: int = 50    # steps between those validation checks
+    validation_problems: int = 200  # validation problems (a stream apart from training and the test set)
     prm_neg_frac: float = 0.5   # PRM only: share of training solutions cut at one corrupted step
     prm_dense_labels: bool = True  # PRM only: also label each step character (right so far?); one label per step learns too slowly
     prm_lm_weight: float = 1.0  # PRM only: weight of an auxiliary next-token loss that teaches the backbone the arithmetic

@@ -28,7 +28,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassificat
 
 from heterospec.errors import UserError
 from heterospec.models.prm import PrmProtocol
-from heterospec.models.rollouts import StepSample, random_positions, sample_steps
+from heterospec.models.rollouts import StepSample, every_position, random_positions, sample_steps
 from heterospec.models.tokenizer import STEP, build_tokenizer, char_encoder
 from heterospec.tasks.synthetic import Problem, corrupt_step, format_prompt, training_stream
 
@@ -211,6 +211,29 @@ def _prm_loss(model, batch: dict[str, torch.Tensor], lm_weight: float) -> torch.
     return loss
 
 
+def _validator(role: str, train: Any, gen: Any, tokenizer) -> Callable[[Any], float] | None:
+    """With ``stop_at_step_error``, a check of an LM's greedy step error on validation problems, else None.
+
+    Where an LM stops learning the task depends on the seed (it sits near a cliff); stopping at a
+    measured error gives the same draft quality on every seed. The validation problems come from their
+    own stream, apart from the training streams and the held-out test set.
+    """
+    if float(train.stop_at_step_error) <= 0:
+        return None
+    if role == "prm":
+        raise UserError("models.prm.train.stop_at_step_error: only the draft and the target stop at a step error")
+    stream = training_stream(gen, int(gen.train_seed) * 1000 + 900)
+    at = every_position([next(stream) for _ in range(int(train.validation_problems))])
+
+    def step_error(model) -> float:
+        model.eval()
+        with torch.no_grad():
+            out = sample_steps(model, tokenizer, at)
+        model.train()
+        return sum(not s.correct for s in out) / len(out)
+    return step_error
+
+
 def _fmt_s(s: float) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s"
 
@@ -280,7 +303,11 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     samples = draft_samples(Path(draft_dir), gen, train, log) if role == "prm" and train.prm_draft_samples > 0 else []
     tokens, loss_ema, loss = 0, None, float("nan")
     data = batches(tokenizer, gen, role, train, samples)
+    validate = _validator(role, train, gen, tokenizer)
+    stopped = None
+    done = 0
     for step in range(train.steps):
+        done = step + 1
         batch = next(data)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, train)
@@ -298,13 +325,23 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
             eta = el / (step + 1) * (train.steps - step - 1)
             log(f"[train {role}] step {step + 1}/{train.steps} loss {loss_ema:.4f} "
                 f"{tokens / el:,.0f} tok/s elapsed {_fmt_s(el)} eta {_fmt_s(eta)}")
+        if validate is not None and (step + 1) % int(train.validate_every) == 0:
+            err = validate(model)
+            log(f"[train {role}] step {step + 1}: step error {err:.3f} on the validation problems "
+                f"(stops at {train.stop_at_step_error})")
+            if err <= float(train.stop_at_step_error):
+                stopped = {"stopped_at": step + 1, "validation_step_error": round(err, 4)}
+                log(f"[train {role}] stopping at step {step + 1} of {train.steps} (stop_at_step_error reached)")
+                break
     wall = time.time() - t0
     metrics = {"role": role, "final_loss": loss_ema, "last_batch_loss": loss, "params": n_params,
-               "steps": int(train.steps), "wall_s": round(wall, 2), "tokens": tokens,
+               "steps": done, "wall_s": round(wall, 2), "tokens": tokens,
                "cpu_s": round(time.process_time() - cpu0, 2),   # what the wall time would be on a free core
                "tokens_per_s": round(tokens / wall, 1)}
     if samples:
         metrics.update(draft_steps=len(samples), draft_steps_wrong=sum(not s.correct for s in samples))
+    if validate is not None:
+        metrics.update(stopped or {"stopped_at": None})
 
     model.eval()
     _save_atomic(out_dir, model, tokenizer, metrics)
