@@ -6,8 +6,9 @@ Each seed runs the workflow's own stage commands in ``--dir`` (draft and target 
 trained draft's steps, as ``snakemake --cores 2`` schedules them), then the quality report and sequential RSD
 and BRSD collects. Per seed it prints accuracy draft / target / RSD / BRSD, the % of steps written by the
 target under RSD and BRSD, the PRM's AUROC, false-reject and miss rate on the draft's own steps, and the trio's
-training wall time (critical path: max(draft + PRM, target)). Timings depend on the machine's load; note
-``uptime`` beside them.
+training wall time (critical path: max(draft + PRM, target)), the steps the draft trained (it stops at its
+``stop_at_step_error``), and the CPU seconds of draft + PRM and of the target (what the wall times would be
+on free cores). Timings depend on the machine's load; note ``uptime`` beside them.
 """
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ def trained(cwd: Path, role: str, ov: list[str]) -> bool:
     return (cwd / RunPaths.for_run(compose_config(ov), ov).model_manifest(role)).exists()
 
 
+def manifest(cwd: Path, role: str, ov: list[str]) -> dict:
+    from heterospec.config import compose_config
+    from heterospec.models.manifest import read_manifest
+    from heterospec.paths import RunPaths
+
+    return read_manifest(cwd / RunPaths.for_run(compose_config(ov), ov).model_manifest(role))
+
+
 def train(cwd: Path, role: str, ov: list[str], reuse: bool) -> subprocess.Popen | None:
     if reuse and trained(cwd, role, ov):
         print(f"  {cwd.name}: reusing the trained {role}", flush=True)
@@ -64,11 +73,14 @@ def one_seed(seed: int, base: Path, overrides: list[str], problems: int, reuse: 
     prm = train(cwd, "prm", ov, reuse)
     wait(*filter(None, [prm, target]))
     train_s = time.time() - t0
+    cpu = {r: manifest(cwd, r, ov)["train"] for r in ROLES}
     wait(stage(cwd, "quality", "heterospec.models", "quality", *ov))
     q = pq.read_table(cwd / "results" / run / "models" / "quality.parquet").to_pylist()[0]
     row = dict(seed=seed, draft=q["draft_accuracy"], target=q["target_accuracy"], auroc=q["prm_auroc"],
                false_reject=100 * q["prm_false_reject"], miss=100 * q["prm_miss"], train_s=train_s,
-               train_draft_then_prm_s=t_draft + q["train_s_prm"], auroc_corruptions=q["prm_auroc_corruptions"])
+               train_draft_then_prm_s=t_draft + q["train_s_prm"], auroc_corruptions=q["prm_auroc_corruptions"],
+               draft_steps=cpu["draft"]["steps"], cpu_draft_prm=cpu["draft"]["cpu_s"] + cpu["prm"]["cpu_s"],
+               cpu_target=cpu["target"]["cpu_s"])
     for alg in ("rsd", "brsd"):
         wait(stage(cwd, f"collect_{alg}", "heterospec.collect", "run", "--dataset", "synthetic", "--algorithm", alg,
                    "--executor", "sequential", "--shard", "0of1", *ov))
@@ -81,8 +93,10 @@ def one_seed(seed: int, base: Path, overrides: list[str], problems: int, reuse: 
 
 COLUMNS = [("seed", "{:>4}"), ("draft", "{:6.1f}"), ("target", "{:6.1f}"), ("rsd", "{:6.1f}"), ("brsd", "{:6.1f}"),
            ("rsd_target_steps", "{:6.1f}"), ("brsd_target_steps", "{:6.1f}"), ("auroc", "{:6.3f}"),
-           ("false_reject", "{:6.1f}"), ("miss", "{:6.1f}"), ("auroc_corruptions", "{:6.3f}"), ("train_s", "{:6.0f}")]
-HEADER = "seed  draft target    RSD   BRSD  RSD-T% BRSD-T% AUROC  FR%  miss%  AUROCc train_s"
+           ("false_reject", "{:6.1f}"), ("miss", "{:6.1f}"), ("auroc_corruptions", "{:6.3f}"), ("train_s", "{:6.0f}"), ("draft_steps", "{:6d}"),
+           ("cpu_draft_prm", "{:6.0f}"), ("cpu_target", "{:6.0f}")]
+HEADER = ("seed  draft target    RSD   BRSD  RSD-T% BRSD-T% AUROC  FR%  miss%  AUROCc train_s d_steps "
+          "cpu_d+p cpu_t")
 
 
 def show(row: dict) -> str:

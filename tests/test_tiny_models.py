@@ -196,10 +196,28 @@ def test_prm_trains_on_the_drafts_steps_only_after_the_draft(trio, tmp_path):
         train_role(models, dataset, "prm", tmp_path / "prm2", log=lambda s: None)
 
 
+def test_prm_can_start_from_the_draft_with_fresh_layers_on_top(trio, tmp_path):
+    """prm_init_from=draft, 2 extra layers: at lr 0 the PRM's hidden states are the draft's, layer for layer."""
+    base, _ = trio
+    models, dataset = _cfgs()
+    models.prm.train.merge_with({"prm_init_from": "draft", "prm_extra_layers": 2, "steps": 1, "lr": 0.0, "warmup": 1})
+    train_role(models, dataset, "prm", tmp_path / "prm", log=lambda s: None, draft_dir=base / "draft")
+    prm, draft = load_prm(tmp_path / "prm").model, load_causal_lm(base / "draft")
+    assert prm.config.num_hidden_layers == draft.config.num_hidden_layers + 2
+    tok = load_tokenizer(base / "draft")
+    ids = torch.tensor([tok(format_prompt("a=3,b=5,c=a+b. Find c."))["input_ids"] + tok("c=a+b=3+5=8")["input_ids"]])
+    with torch.no_grad():
+        assert torch.allclose(prm.model(input_ids=ids).last_hidden_state, draft.model(input_ids=ids).last_hidden_state,
+                              atol=1e-6)
+    models.prm.train.prm_init_from = "the target's sibling"
+    with pytest.raises(UserError, match="expected one of"):
+        train_role(models, dataset, "prm", tmp_path / "prm3", log=lambda s: None, draft_dir=base / "draft")
+
+
 def test_prm_can_start_from_the_targets_weights(trio, tmp_path):
     base, _ = trio
     models, dataset = _cfgs()
-    models.prm.train.merge_with({"prm_init_from_target": True, "steps": 1, "lr": 0.0, "warmup": 1})
+    models.prm.train.merge_with({"prm_init_from": "target", "steps": 1, "lr": 0.0, "warmup": 1})
     train_role(models, dataset, "prm", tmp_path / "prm", log=lambda s: None, target_dir=base / "target")
     prm, target = load_prm(tmp_path / "prm").model, load_causal_lm(base / "target")
     assert prm.config.hidden_size == target.config.hidden_size   # the target's shape, whatever models.prm.arch says

@@ -26,7 +26,7 @@ def model_key(cfg, role: str, synthetic) -> str:
     keyed = {role}   # the PRM trained here may learn from the draft's steps and start from the target
     if role == "prm" and prm.get("source") == "train":
         keyed |= {"draft"} if prm["train"].get("prm_draft_samples", 0) > 0 else set()
-        keyed |= {"target"} if prm["train"].get("prm_init_from_target") else set()
+        keyed |= {prm["train"].get("prm_init_from", "scratch")} & {"draft", "target"}
     for other in ROLES:
         if other not in keyed:
             models.pop(other, None)

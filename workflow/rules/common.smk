@@ -61,8 +61,9 @@ def prm_needs(wildcards):
     prm = CFG.models.prm
     if wildcards.role != "prm" or prm.source != "train":
         return []
-    return ([str(PATHS.model_manifest("draft"))] if prm.train.prm_draft_samples > 0 else []) + \
-        ([str(PATHS.model_manifest("target"))] if prm.train.prm_init_from_target else [])
+    needs = {"draft"} if prm.train.prm_draft_samples > 0 else set()
+    needs |= {prm.train.prm_init_from} & {"draft", "target"}
+    return [str(PATHS.model_manifest(r)) for r in sorted(needs)]
 
 
 def collect_inputs(wildcards):

@@ -4,7 +4,7 @@
 # Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only
 # elsewhere (a threshold sweep) share the model. The run's overrides stay out of params and of the command's
 # text (a run: block, whose source is what Snakemake compares), so they never trigger retraining.
-# The PRM's job waits for the draft (prm_draft_samples) and the target (prm_init_from_target).
+# The PRM's job waits for the draft (prm_draft_samples) and for the LM it starts from (prm_init_from).
 rule train_model:
     input:
         prm_needs,

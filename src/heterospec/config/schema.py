@@ -45,7 +45,8 @@ class TrainConfig:
     prm_draft_samples: int = 0  # PRM only: the trained draft's own steps to learn from (checker-labelled; needs the draft first)
     prm_draft_share: float = 0.5  # PRM only: share of each batch taken from those draft steps
     prm_draft_temperature: float = 1.0  # PRM only: half the draft steps greedy, half sampled at this temperature
-    prm_init_from_target: bool = False  # PRM only: fine-tune from the trained target's weights (its arch), as real PRMs start from an LM
+    prm_init_from: str = "scratch"  # PRM only: scratch, or fine-tune from the trained draft's or target's weights, as real PRMs start from an LM
+    prm_extra_layers: int = 0   # PRM only, with prm_init_from: fresh layers on top of that LM's (their outputs start at zero)
 
 
 @dataclass

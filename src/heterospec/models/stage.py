@@ -64,9 +64,9 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
         synthetic = dataset_config(cfg, "synthetic", overrides)
         ckpt = paths.model_checkpoint(role)
         trained = {}   # the PRM learns from the trained draft's steps and may start from the target's weights
-        if role == "prm" and role_cfg.train.prm_draft_samples > 0:
+        if role == "prm" and (role_cfg.train.prm_draft_samples > 0 or role_cfg.train.prm_init_from == "draft"):
             trained["draft_dir"] = Path(read_manifest(paths.model_manifest("draft"))["path"])
-        if role == "prm" and role_cfg.train.prm_init_from_target:
+        if role == "prm" and role_cfg.train.prm_init_from == "target":
             trained["target_dir"] = Path(read_manifest(paths.model_manifest("target"))["path"])
         metrics = train_role(cfg.models, synthetic, role, ckpt, **trained)
         manifest.update(path=str(ckpt.resolve()), train=metrics,

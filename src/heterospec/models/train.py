@@ -33,6 +33,7 @@ from heterospec.models.tokenizer import STEP, build_tokenizer, char_encoder
 from heterospec.tasks.synthetic import Problem, corrupt_step, format_prompt, training_stream
 
 ROLES = ("draft", "prm", "target")
+PRM_INITS = ("scratch", "draft", "target")
 IGNORE = -100
 
 
@@ -244,7 +245,8 @@ def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
     """Train ``role`` with ``models_cfg[role].arch/.train`` and save model + tokenizer to ``out_dir``.
 
     The PRM learns from the draft's own steps when ``prm_draft_samples`` > 0 (``draft_dir``: the trained
-    draft) and starts from the target's weights with ``prm_init_from_target`` (``target_dir``).
+    draft) and starts from the draft's or the target's weights with ``prm_init_from`` (``target_dir``: the
+    trained target).
     """
     if role not in ROLES:
         raise UserError(f"unknown role {role!r}; use one of {ROLES}")
@@ -257,15 +259,18 @@ def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
     if role == "prm" and train.prm_draft_samples > 0 and draft_dir is None:
         raise UserError("models.prm.train.prm_draft_samples > 0: the PRM learns from the draft's steps, "
                         "so the draft must be trained first")
-    if role == "prm" and train.prm_init_from_target and target_dir is None:
-        raise UserError("models.prm.train.prm_init_from_target: the PRM starts from the target's weights, "
-                        "so the target must be trained first")
+    init = str(train.prm_init_from) if role == "prm" else "scratch"
+    if init not in PRM_INITS:
+        raise UserError(f"models.prm.train.prm_init_from={init}: expected one of {list(PRM_INITS)}")
+    init_dir = {"scratch": None, "draft": draft_dir, "target": target_dir}[init]
+    if init != "scratch" and init_dir is None:
+        raise UserError(f"models.prm.train.prm_init_from={init}: the PRM starts from the {init}'s weights, "
+                        f"so the {init} must be trained first")
     threads_before, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(int(train.threads))
     torch.use_deterministic_algorithms(True)
     try:
-        return _train(role, arch, train, gen, out_dir, log, draft_dir,
-                      target_dir if role == "prm" and train.prm_init_from_target else None)
+        return _train(role, arch, train, gen, out_dir, log, draft_dir, init_dir)
     finally:
         torch.set_num_threads(threads_before)
         torch.use_deterministic_algorithms(deterministic)
@@ -276,18 +281,11 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     torch.manual_seed(int(train.seed))
 
     tokenizer = build_tokenizer()
-    if init_dir is not None:   # the target's backbone, a fresh 2-label head
-        model = Qwen2ForTokenClassification.from_pretrained(str(init_dir), num_labels=2, id2label={0: "wrong", 1: "correct"},
-                                                            label2id={"wrong": 0, "correct": 1})
-        model.config.step_token_id = tokenizer.convert_tokens_to_ids(STEP)
-        model.config.architectures = None
-        # the target never read <extra_0> (its steps are joined by "\n\n"): start the separator where a
-        # step boundary already sits in its embedding space, not at an untrained row
-        with torch.no_grad():
-            emb = model.model.embed_tokens.weight
-            emb[model.config.step_token_id] = emb[tokenizer("\n", add_special_tokens=False)["input_ids"][0]]
+    if init_dir is not None:
+        model = _prm_from_lm(Path(init_dir), int(train.prm_extra_layers), tokenizer)
         arch = model.config
-        log(f"[train prm] starting from the target's weights in {init_dir}")
+        log(f"[train prm] starting from the {train.prm_init_from}'s weights in {init_dir}"
+            f" (+ {train.prm_extra_layers} fresh layers)")
     else:
         model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(qwen2_config(arch, tokenizer, role))
     model.train()
@@ -347,6 +345,33 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     _save_atomic(out_dir, model, tokenizer, metrics)
     log(f"[train {role}] saved to {out_dir} in {_fmt_s(wall)} (loss {loss_ema:.4f})")
     return metrics
+
+
+def _prm_from_lm(lm_dir: Path, extra_layers: int, tokenizer) -> Qwen2ForTokenClassification:
+    """A PRM on a trained LM's backbone: its layers, ``extra_layers`` fresh ones on top, a fresh 2-label head.
+
+    The fresh layers' output projections start at zero, so at step 0 they pass the LM's hidden states
+    through unchanged and the PRM starts from what the LM knows.
+    """
+    lm = Qwen2ForCausalLM.from_pretrained(str(lm_dir))
+    cfg = lm.config
+    cfg.num_hidden_layers += extra_layers
+    cfg.layer_types = None   # recomputed for the new depth
+    cfg.architectures = None
+    cfg.num_labels = 2
+    cfg.id2label, cfg.label2id = {0: "wrong", 1: "correct"}, {"wrong": 0, "correct": 1}
+    cfg.step_token_id = tokenizer.convert_tokens_to_ids(STEP)
+    model = Qwen2ForTokenClassification(Qwen2Config(**cfg.to_dict()))
+    model.model.load_state_dict(lm.model.state_dict(), strict=False)
+    with torch.no_grad():
+        for layer in model.model.layers[len(lm.model.layers):]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        # the LMs never read <extra_0> (their steps are joined by "\n\n"): start the separator where a
+        # step boundary already sits in their embedding space, not at an untrained row
+        emb = model.model.embed_tokens.weight
+        emb[cfg.step_token_id] = emb[tokenizer("\n", add_special_tokens=False)["input_ids"][0]]
+    return model
 
 
 def _save_atomic(out_dir: Path, model, tokenizer, metrics: dict) -> None:
