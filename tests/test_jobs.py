@@ -80,8 +80,10 @@ def test_runtime_grows_with_the_work_and_shrinks_with_shards():
     four = sizes("experiment=paper_config1", "collect.shards=4").need(
         "collect_shard", **{**COLLECT, "dataset": "math500", "shard": "0of4"}).runtime
     assert one > 60 and four == pytest.approx(one / 4, rel=0.02)
-    short = sizes("experiment=default").need("train_model", role="target").runtime
-    long = sizes("experiment=default", "models.target.train.steps=4800").need("train_model", role="target").runtime
+    default = sizes("experiment=default")
+    short = default.need("train_model", role="target").runtime
+    steps = 4 * int(default.cfg.models.target.train.steps)
+    long = sizes("experiment=default", f"models.target.train.steps={steps}").need("train_model", role="target").runtime
     assert long == pytest.approx(4 * short, rel=0.02)
 
 
