@@ -71,9 +71,9 @@ def test_the_prm_is_retrained_when_what_it_learns_from_changes():
         return model_key(cfg, "prm", dataset_config(cfg, "synthetic", list(overrides)))
 
     assert key() != key("models.draft.train.steps=5") and key() == key("models.target.train.steps=5")
-    scratch = "models.prm.train.prm_draft_samples=0"
-    assert key(scratch) == key(scratch, "models.draft.train.steps=5")
-    init = "models.prm.train.prm_init_from=target"
-    from_draft = ("models.prm.train.prm_init_from=draft", scratch)
+    alone = ("models.prm.train.prm_draft_samples=0", "models.prm.train.prm_init_from=scratch")
+    assert key(*alone) == key(*alone, "models.draft.train.steps=5")
+    from_draft = ("models.prm.train.prm_draft_samples=0", "models.prm.train.prm_init_from=draft")
     assert key(*from_draft) != key(*from_draft, "models.draft.train.steps=5")
+    init = "models.prm.train.prm_init_from=target"
     assert key(init) != key(init, "models.target.train.steps=5")
