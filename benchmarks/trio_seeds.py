@@ -36,20 +36,23 @@ def wait(*procs: subprocess.Popen) -> None:
             sys.exit(f"{' '.join(p.args)} failed (exit {p.returncode}); see its log in the seed's directory")
 
 
-def trained(cwd: Path, role: str, ov: list[str]) -> bool:
-    """Whether ``role``'s model for these settings is already in ``cwd``'s results (its manifest exists)."""
+def manifest_path(cwd: Path, role: str, ov: list[str]) -> Path:
+    """Where ``role``'s manifest for these settings lies in ``cwd``'s results."""
     from heterospec.config import compose_config
     from heterospec.paths import RunPaths
 
-    return (cwd / RunPaths.for_run(compose_config(ov), ov).model_manifest(role)).exists()
+    return cwd / RunPaths.for_run(compose_config(ov), ov).model_manifest(role)
+
+
+def trained(cwd: Path, role: str, ov: list[str]) -> bool:
+    """Whether ``role``'s model for these settings is already in ``cwd``'s results (its manifest exists)."""
+    return manifest_path(cwd, role, ov).exists()
 
 
 def manifest(cwd: Path, role: str, ov: list[str]) -> dict:
-    from heterospec.config import compose_config
     from heterospec.models.manifest import read_manifest
-    from heterospec.paths import RunPaths
 
-    return read_manifest(cwd / RunPaths.for_run(compose_config(ov), ov).model_manifest(role))
+    return read_manifest(manifest_path(cwd, role, ov))
 
 
 def train(cwd: Path, role: str, ov: list[str], reuse: bool) -> subprocess.Popen | None:

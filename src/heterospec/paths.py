@@ -15,18 +15,24 @@ EVAL_METHODS = ("draft_only", "target_only")
 DUCKDB_FILE = Path("results") / "heterospec.duckdb"
 
 
+def prm_learns_from(prm) -> set[str]:
+    """The trained roles a PRM trained here reads: the draft for its steps (prm_draft_samples) and the LM it
+    starts from (prm_init_from). ``prm`` is ``models.prm``, as a DictConfig or a plain dict."""
+    if prm.get("source") != "train":
+        return set()
+    train = prm["train"]
+    needs = {"draft"} if train.get("prm_draft_samples", 0) > 0 else set()
+    return needs | ({train.get("prm_init_from", "scratch")} & {"draft", "target"})
+
+
 def model_key(cfg, role: str, synthetic) -> str:
     """Short hash of everything that shapes one role's model: its own settings, the settings the trio shares
-    (prompt, tokenizer) and the synthetic task it trains on; the PRM's also the draft whose steps it learns
-    from and the target it may start from, when it does. Runs with equal keys share the model."""
+    (prompt, tokenizer) and the synthetic task it trains on; the PRM's also the roles it learns from
+    (:func:`prm_learns_from`). Runs with equal keys share the model."""
     from omegaconf import OmegaConf
 
     models = OmegaConf.to_container(cfg.models, resolve=True)
-    prm = models["prm"]
-    keyed = {role}   # the PRM trained here may learn from the draft's steps and start from the target
-    if role == "prm" and prm.get("source") == "train":
-        keyed |= {"draft"} if prm["train"].get("prm_draft_samples", 0) > 0 else set()
-        keyed |= {prm["train"].get("prm_init_from", "scratch")} & {"draft", "target"}
+    keyed = {role} | (prm_learns_from(models["prm"]) if role == "prm" else set())
     for other in ROLES:
         if other not in keyed:
             models.pop(other, None)

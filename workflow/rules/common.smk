@@ -9,7 +9,7 @@ from heterospec.config.digest import ResolvedRun, digest
 from heterospec.config.snakemake import run_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
-from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths, model_dir
+from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths, model_dir, prm_learns_from
 from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
 from heterospec.report.sweep import parse_sweep, sweep_name
@@ -58,12 +58,9 @@ def need(stage, field):
 
 def prm_needs(wildcards):
     """The PRM learns from the trained draft's steps and may start from the trained target's weights."""
-    prm = CFG.models.prm
-    if wildcards.role != "prm" or prm.source != "train":
+    if wildcards.role != "prm":
         return []
-    needs = {"draft"} if prm.train.prm_draft_samples > 0 else set()
-    needs |= {prm.train.prm_init_from} & {"draft", "target"}
-    return [str(PATHS.model_manifest(r)) for r in sorted(needs)]
+    return [str(PATHS.model_manifest(r)) for r in sorted(prm_learns_from(CFG.models.prm))]
 
 
 def collect_inputs(wildcards):

@@ -20,7 +20,7 @@ from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.errors import UserError
 from heterospec.models.manifest import read_manifest, write_manifest
-from heterospec.paths import ROLES, RunPaths
+from heterospec.paths import ROLES, RunPaths, prm_learns_from
 
 log = logging.getLogger("heterospec.models")
 
@@ -63,11 +63,9 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
         from heterospec.models.train import train_role
         synthetic = dataset_config(cfg, "synthetic", overrides)
         ckpt = paths.model_checkpoint(role)
-        trained = {}   # the PRM learns from the trained draft's steps and may start from the target's weights
-        if role == "prm" and (role_cfg.train.prm_draft_samples > 0 or role_cfg.train.prm_init_from == "draft"):
-            trained["draft_dir"] = Path(read_manifest(paths.model_manifest("draft"))["path"])
-        if role == "prm" and role_cfg.train.prm_init_from == "target":
-            trained["target_dir"] = Path(read_manifest(paths.model_manifest("target"))["path"])
+        # the PRM learns from the trained draft's steps and may start from the draft's or the target's weights
+        trained = {f"{r}_dir": Path(read_manifest(paths.model_manifest(r))["path"])
+                   for r in (prm_learns_from(role_cfg) if role == "prm" else ())}
         metrics = train_role(cfg.models, synthetic, role, ckpt, **trained)
         manifest.update(path=str(ckpt.resolve()), train=metrics,
                         config=OmegaConf.to_container(role_cfg, resolve=True))

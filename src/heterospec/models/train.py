@@ -215,8 +215,8 @@ def _prm_loss(model, batch: dict[str, torch.Tensor], lm_weight: float) -> torch.
 def _validator(role: str, train: Any, gen: Any, tokenizer) -> Callable[[Any], float] | None:
     """With ``stop_at_step_error``, a check of an LM's greedy step error on validation problems, else None.
 
-    Where an LM stops learning the task depends on the seed (it sits near a cliff); stopping at a
-    measured error gives the same draft quality on every seed. The validation problems come from their
+    Where an LM learns the task depends on the seed (it sits near a cliff); stopping at a measured
+    error keeps the draft's quality near the bar on each seed (unless it falls past it between two checks). The validation problems come from their
     own stream, apart from the training streams and the held-out test set.
     """
     if float(train.stop_at_step_error) <= 0:
