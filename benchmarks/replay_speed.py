@@ -47,7 +47,8 @@ def synthetic(n: int, seed: int = 0) -> list[Problem]:
             o = rng.choices(["accept", "rescue", "backtrack"], [0.76, 0.21, 0.03])[0]
             d, t = rng.randint(5, 150), (rng.randint(5, 150) if o != "accept" else 0)
             rb = rng.randint(0, kv) if o == "backtrack" else 0
-            p.outcome.append(o); p.d.append(d); p.t.append(t); p.kvv.append(kv); p.kvt.append(kv - rb)
+            for column, value in zip((p.outcome, p.d, p.t, p.kvv, p.kvt), (o, d, t, kv, kv - rb)):
+                column.append(value)
             kv = kv + d if o == "accept" else kv - rb + t
             p.path.append(kv)
         out.append(p)

@@ -146,7 +146,22 @@ def ci_quantized(trained_models):
     return cfg, paths, quantize_draft(cfg, paths, QUANTIZED, paths.quantized_draft, paths.quantize_quality)
 
 
-def copy_quantized(quantized, paths: RunPaths) -> None:
+def copy_quantized(quantized, paths) -> None:
     """Put the session's W8A8 export where ``paths``' run expects its own."""
     shutil.copytree(quantized[1].quantized_draft.parent, paths.quantized_draft.parent)
 
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A randomly initialised one-layer Qwen2 over the character tokenizer (no training needed)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from heterospec.models.tokenizer import build_tokenizer
+
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128)
+    return Qwen2ForCausalLM(cfg).eval(), tok

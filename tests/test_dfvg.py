@@ -15,7 +15,7 @@ from scipy.stats import chisquare
 
 from conftest import heterospec
 from heterospec.config import compose_config
-from heterospec.dfvg.drafter import Drafter, Plan
+from heterospec.dfvg.drafter import Plan
 from heterospec.dfvg.engine import SpeculativeDecoder, check_tokenizers, load_pair, target_greedy
 from heterospec.dfvg.lean import LeanDecoder
 from heterospec.dfvg.methods import prompts, strategy

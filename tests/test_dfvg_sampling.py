@@ -18,7 +18,7 @@ V = 5
 def _toy():
     """A depth-2 tree over a 5-token vocabulary and a target distribution at the root and at every node."""
     tree = DraftTree()
-    a, b, c = tree.add(0, -1, 0.0), tree.add(3, -1, 0.0), tree.add(1, -1, 0.0)   # three guesses for token 1
+    a, b, _ = tree.add(0, -1, 0.0), tree.add(3, -1, 0.0), tree.add(1, -1, 0.0)   # three guesses for token 1
     tree.add(2, a, 0.0)
     tree.add(4, a, 0.0)
     tree.add(0, b, 0.0)

@@ -4,23 +4,10 @@ pointer rows for a scripted accept, reject, step-ahead, backtrack and shadow syn
 three pointers' meaning (valid: verified; current: held; step_ahead: drafted ahead)."""
 from __future__ import annotations
 
-import pytest
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from heterospec.models.tokenizer import build_tokenizer
 from heterospec.reasoning.kvcache import ACCEPT, INIT, KVMU, ROLLBACK, SPECULATION, PrefixCache, common_prefix
 from heterospec.reasoning.roles import StepWriter
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """A randomly initialised one-layer Qwen2 over the character tokenizer (no training needed here)."""
-    tok = build_tokenizer()
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128)
-    return Qwen2ForCausalLM(cfg).eval(), tok
 
 
 def fresh(model, ids):

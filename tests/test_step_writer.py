@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.roles import StepWriter
-from test_kvcache_pointers import tiny  # noqa: F401  (the fixture)
 
 
 def _fed(w: StepWriter, *args) -> tuple[int, int]:

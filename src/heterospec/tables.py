@@ -12,7 +12,10 @@ def format_table(columns: list[str], rows: list[tuple]) -> str:
         return str(v).replace("\n", "\\n")
     body = [[cell(v) for v in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(columns)]
-    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()
+
+    def line(vals: list[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()
+
     out = [line(columns), line(["-" * w for w in widths])] + [line(r) for r in body]
     out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
     return "\n".join(out)

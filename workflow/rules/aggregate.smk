@@ -5,16 +5,16 @@
 rule config:
     output:
         PATHS.config,
-    params:
-        spec=spec("config"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("config", "mem_mb"),
-        runtime=need("config", "runtime"),
     log:
         PATHS.log("config"),
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("config", "mem_mb"),
+        runtime=need("config", "runtime"),
+    params:
+        spec=spec("config"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec config {params.hydra} > {output} 2> {log}"
 
@@ -24,13 +24,13 @@ rule aggregate:
         stage_outputs(),
     output:
         DUCKDB_FILE,
-    resources:
-        mem_mb=need("aggregate", "mem_mb"),
-        runtime=need("aggregate", "runtime"),
     log:
         PATHS.log("aggregate"),
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("aggregate", "mem_mb"),
+        runtime=need("aggregate", "runtime"),
     shell:
         "python -m heterospec.aggregate --db {output} 2>&1 | tee {log}"
 

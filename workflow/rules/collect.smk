@@ -11,20 +11,20 @@ rule collect_shard:
         problems=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "problems"),
         kvmu=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "kvmu"),
         repeats=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "repeats"),
-    params:
-        spec=spec("collect_shard"),
-        hydra=HYDRA,
-    threads: need("collect_shard", "threads")
-    resources:
-        gpu=need("collect_shard", "gpu"),
-        mem_mb=need("collect_shard", "mem_mb"),
-        runtime=need("collect_shard", "runtime"),
     log:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_{shard}"),
     benchmark:
         PATHS.benchmark("collect_{dataset}_{algorithm}_{executor}_{shard}")
     conda:
         "../envs/heterospec.yaml"
+    threads: need("collect_shard", "threads")
+    resources:
+        gpu=need("collect_shard", "gpu"),
+        mem_mb=need("collect_shard", "mem_mb"),
+        runtime=need("collect_shard", "runtime"),
+    params:
+        spec=spec("collect_shard"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.collect run --dataset {wildcards.dataset} --algorithm {wildcards.algorithm}"
         " --executor {wildcards.executor} --shard {wildcards.shard} {params.hydra} 2>&1 | tee {log}"
@@ -39,15 +39,15 @@ rule collect_merge:
         problems=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "problems"),
         kvmu=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "kvmu"),
         repeats=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "repeats"),
-    params:
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("collect_merge", "mem_mb"),
-        runtime=need("collect_merge", "runtime"),
     log:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_merge"),
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("collect_merge", "mem_mb"),
+        runtime=need("collect_merge", "runtime"),
+    params:
+        hydra=HYDRA,
     shell:
         "python -m heterospec.collect merge --dataset {wildcards.dataset} --algorithm {wildcards.algorithm}"
         " --executor {wildcards.executor} {params.hydra} 2>&1 | tee {log}"

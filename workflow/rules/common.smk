@@ -14,12 +14,11 @@ from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
 from heterospec.report.sweep import parse_sweep, sweep_name
 
-
 try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra config it names, composed once
     validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
     OVERRIDES = run_overrides(config)
     CFG = compose_config(OVERRIDES)
-    RESOLVED = ResolvedRun(CFG, OVERRIDES)   # the group entries the stages read besides the run's own
+    RESOLVED = ResolvedRun(CFG, OVERRIDES)  # the group entries the stages read besides the run's own
     SWEEP = parse_sweep(config["sweep"]) if config.get("sweep") else None
     JOBS = JobSizes(CFG, {d: RESOLVED.dataset(d) for d in CFG.datasets})
 except UserError as e:
@@ -102,8 +101,11 @@ def quality_report():
 
 REPLAY_TRACES = Path(CFG.replay.traces)
 if not REPLAY_TRACES.is_dir():
-    print(f"heterospec: replay of the artifact traces skipped: {REPLAY_TRACES} not found "
-          "(set HETEROSPEC_ARTIFACT to a HeteroReason checkout)", file=sys.stderr)
+    print(
+        f"heterospec: replay of the artifact traces skipped: {REPLAY_TRACES} not found "
+        "(set HETEROSPEC_ARTIFACT to a HeteroReason checkout)",
+        file=sys.stderr,
+    )
 
 
 def replay_outputs():
@@ -138,7 +140,7 @@ def replay_inputs(wildcards):
     inputs = [str(PATHS.replay_events(ts)) for ts in CFG.replay.trace_sets]
     if "hls" in CFG.replay.profiles:
         inputs.append(str(PATHS.hls_perf))
-    if "measured" in CFG.replay.profiles:   # the fit on the run's own collect traces
+    if "measured" in CFG.replay.profiles:  # the fit on the run's own collect traces
         inputs.append(str(PATHS.replay_fit))
     return inputs
 
@@ -186,8 +188,17 @@ def stage_outputs():
     """Every stage output the catalogue is built from: the run's, or in a sweep the record of its runs."""
     if SWEEP:
         return [str(SWEEP_POINTS)]
-    return [*evaluations(), *quality_report(), *replay_outputs(), *collections(), *validation_outputs(),
-            *hls_outputs(), *dfvg_outputs(), *ours_outputs(), *paper_outputs()]
+    return [
+        *evaluations(),
+        *quality_report(),
+        *replay_outputs(),
+        *collections(),
+        *validation_outputs(),
+        *hls_outputs(),
+        *dfvg_outputs(),
+        *ours_outputs(),
+        *paper_outputs(),
+    ]
 
 
 # --config sweep="key=v1,v2,...": one run per value (each a nested `snakemake` of the same workflow with the
@@ -211,8 +222,14 @@ if SWEEP:
 def sweep_point_command(wildcards, threads):
     point = POINTS[wildcards.point]
     experiment = point[0].removeprefix("experiment=")
-    args = ["--cores", str(threads), "--nolock", "--config", f"experiment={experiment}",
-            "overrides=" + " ".join(shlex.quote(o) for o in point[1:] if not o.startswith("name="))]
+    args = [
+        "--cores",
+        str(threads),
+        "--nolock",
+        "--config",
+        f"experiment={experiment}",
+        "overrides=" + " ".join(shlex.quote(o) for o in point[1:] if not o.startswith("name=")),
+    ]
     args += [f"name={o.removeprefix('name=')}" for o in point if o.startswith("name=")]
     return " ".join(shlex.quote(a) for a in [sys.executable, "-m", "snakemake", "-s", workflow.main_snakefile, *args])
 
@@ -223,17 +240,27 @@ def replays():
 
 
 FIGURE_SOURCES = {
-    "table3": paper_outputs, "figure8": replays, "figure10": replays, "time_shares": replays,
-    "replay_validation": validation_outputs, "dfvg_tau": dfvg_outputs, "dfvg_speedups": dfvg_outputs,
-    "dfvg_designs": dfvg_outputs, "hls_latency": hls_outputs, "hls_breakdown": hls_outputs,
+    "table3": paper_outputs,
+    "figure8": replays,
+    "figure10": replays,
+    "time_shares": replays,
+    "replay_validation": validation_outputs,
+    "dfvg_tau": dfvg_outputs,
+    "dfvg_speedups": dfvg_outputs,
+    "dfvg_designs": dfvg_outputs,
+    "hls_latency": hls_outputs,
+    "hls_breakdown": hls_outputs,
     "kvmu_resources": hls_outputs,
 }
 FIGURE_RUN = SWEEP_RUN if SWEEP else CFG.name
 FIGURE_DIR = PATHS.root.parent / FIGURE_RUN / "figures"
 FIGURES = ["sweep"] if SWEEP else [f for f, source in FIGURE_SOURCES.items() if source()]
 if not SWEEP and len(FIGURES) < len(FIGURE_SOURCES):
-    print(f"heterospec: figures skipped (this run has no data for them): "
-          f"{', '.join(f for f in FIGURE_SOURCES if f not in FIGURES)}", file=sys.stderr)
+    print(
+        f"heterospec: figures skipped (this run has no data for them): "
+        f"{', '.join(f for f in FIGURE_SOURCES if f not in FIGURES)}",
+        file=sys.stderr,
+    )
 
 
 def figure_files(name):
@@ -243,8 +270,7 @@ def figure_files(name):
 def run_outputs():
     if SWEEP:
         return [str(SWEEP_POINTS), *[f for name in FIGURES for f in figure_files(name)], str(DUCKDB_FILE)]
-    return [str(PATHS.config), *stage_outputs(), *[f for name in FIGURES for f in figure_files(name)],
-            str(DUCKDB_FILE)]
+    return [str(PATHS.config), *stage_outputs(), *[f for name in FIGURES for f in figure_files(name)], str(DUCKDB_FILE)]
 
 
 wildcard_constraints:
@@ -259,4 +285,3 @@ wildcard_constraints:
     model_key=r"[0-9a-f]{12}",
     board="|".join(CFG.hls.boards),
     dfvg_method="|".join(dfvg_methods()),
-

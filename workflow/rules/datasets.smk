@@ -5,14 +5,14 @@
 rule download_dataset:
     output:
         DOWNLOADED,
-    params:
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("download_dataset", "mem_mb"),
-        runtime=need("download_dataset", "runtime"),
     log:
         PATHS.log("download_{bench}"),
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("download_dataset", "mem_mb"),
+        runtime=need("download_dataset", "runtime"),
+    params:
+        hydra=HYDRA,
     shell:
         "python -m heterospec.tasks.download --dataset {wildcards.bench} --out {output} {params.hydra} 2>&1 | tee {log}"

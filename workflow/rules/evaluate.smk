@@ -6,19 +6,19 @@ rule evaluate:
         unpack(eval_inputs),
     output:
         PATHS.evaluation("{dataset}", "{method}"),
-    params:
-        spec=spec("evaluate"),
-        hydra=HYDRA,
-    resources:
-        gpu=need("evaluate", "gpu"),
-        mem_mb=need("evaluate", "mem_mb"),
-        runtime=need("evaluate", "runtime"),
     log:
         PATHS.log("evaluate_{dataset}_{method}"),
     benchmark:
         PATHS.benchmark("evaluate_{dataset}_{method}")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        gpu=need("evaluate", "gpu"),
+        mem_mb=need("evaluate", "mem_mb"),
+        runtime=need("evaluate", "runtime"),
+    params:
+        spec=spec("evaluate"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.evaluate --dataset {wildcards.dataset} --method {wildcards.method}"
         " --out {output} {params.hydra} 2>&1 | tee {log}"

@@ -8,16 +8,16 @@ rule hls_codegen:
         PATHS.quantized_draft,
     output:
         PATHS.hls_codegen("{board}"),
-    params:
-        spec=spec("hls_codegen"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("hls_codegen", "mem_mb"),
-        runtime=need("hls_codegen", "runtime"),
     log:
         PATHS.log("hls_codegen_{board}"),
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("hls_codegen", "mem_mb"),
+        runtime=need("hls_codegen", "runtime"),
+    params:
+        spec=spec("hls_codegen"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.hls codegen --board {wildcards.board} --export {input} --out {output}"
         " {params.hydra} 2>&1 | tee {log}"
@@ -28,18 +28,18 @@ rule hls_csim:
         PATHS.hls_codegen("{board}"),
     output:
         PATHS.hls_csim("{board}"),
-    params:
-        spec=spec("hls_csim"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("hls_csim", "mem_mb"),
-        runtime=need("hls_csim", "runtime"),
     log:
         PATHS.log("hls_csim_{board}"),
     benchmark:
         PATHS.benchmark("hls_csim_{board}")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("hls_csim", "mem_mb"),
+        runtime=need("hls_csim", "runtime"),
+    params:
+        spec=spec("hls_csim"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.hls csim --board {wildcards.board} --kernel {input} --out {output}"
         " {params.hydra} 2>&1 | tee {log}"
@@ -52,16 +52,16 @@ rule hls_model:
         perf=PATHS.hls_perf,
         breakdown=PATHS.hls_breakdown,
         resources=PATHS.hls_resources,
-    params:
-        spec=spec("hls_model"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("hls_model", "mem_mb"),
-        runtime=need("hls_model", "runtime"),
     log:
         PATHS.log("hls_model"),
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("hls_model", "mem_mb"),
+        runtime=need("hls_model", "runtime"),
+    params:
+        spec=spec("hls_model"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.hls model --export {input} --out {output.perf} --breakdown {output.breakdown}"
         " --resources {output.resources} {params.hydra} 2>&1 | tee {log}"
@@ -70,18 +70,18 @@ rule hls_model:
 rule kvmu_rtl:
     output:
         PATHS.kvmu_synth,
-    params:
-        spec=spec("kvmu_rtl"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("kvmu_rtl", "mem_mb"),
-        runtime=need("kvmu_rtl", "runtime"),
     log:
         PATHS.log("kvmu_rtl"),
     benchmark:
         PATHS.benchmark("kvmu_rtl")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("kvmu_rtl", "mem_mb"),
+        runtime=need("kvmu_rtl", "runtime"),
+    params:
+        spec=spec("kvmu_rtl"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.hls kvmu --out {output} {params.hydra} 2>&1 | tee {log}"
 
@@ -92,16 +92,16 @@ rule hls_vendor:
         resources=PATHS.hls_resources,
     output:
         PATHS.hls_vendor("{board}"),
-    params:
-        spec=spec("hls_vendor"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("hls_vendor", "mem_mb"),
-        runtime=need("hls_vendor", "runtime"),
     log:
         PATHS.log("hls_vendor_{board}"),
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("hls_vendor", "mem_mb"),
+        runtime=need("hls_vendor", "runtime"),
+    params:
+        spec=spec("hls_vendor"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.hls vendor --board {wildcards.board} --kernel {input.kernel}"
         " --resources {input.resources} --out {output} {params.hydra} 2>&1 | tee {log}"

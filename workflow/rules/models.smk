@@ -10,17 +10,19 @@ rule train_model:
         prm_needs,
     output:
         manifest=f"{MODEL_DIR}/manifest.json",
-    threads: need("train_model", "threads")
-    resources:
-        mem_mb=need("train_model", "mem_mb"),
-        runtime=need("train_model", "runtime"),
     log:
         f"{MODEL_DIR}/train.log",
     benchmark:
         f"{MODEL_DIR}/train.tsv"
+    threads: need("train_model", "threads")
+    resources:
+        mem_mb=need("train_model", "mem_mb"),
+        runtime=need("train_model", "runtime"),
     run:
-        shell(f"python -m heterospec.models train --role {{wildcards.role}} --out {{output.manifest}} {HYDRA_SHELL}"
-              " 2>&1 | tee {log}")
+        shell(
+            f"python -m heterospec.models train --role {{wildcards.role}} --out {{output.manifest}} {HYDRA_SHELL}"
+            " 2>&1 | tee {log}"
+        )
 
 
 rule model_quality:
@@ -28,17 +30,17 @@ rule model_quality:
         [PATHS.model_manifest(role) for role in ROLES],
     output:
         report(PATHS.model_quality, caption="../report/model_quality.rst", category="Models"),
-    params:
-        spec=digest(CFG.models),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("model_quality", "mem_mb"),
-        runtime=need("model_quality", "runtime"),
     log:
         PATHS.log("model_quality"),
     benchmark:
         PATHS.benchmark("model_quality")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("model_quality", "mem_mb"),
+        runtime=need("model_quality", "runtime"),
+    params:
+        spec=digest(CFG.models),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.models quality --out {output} {params.hydra} 2>&1 | tee {log}"

@@ -7,19 +7,19 @@ rule quantize:
     output:
         export=PATHS.quantized_draft,
         quality=PATHS.quantize_quality,
-    params:
-        spec=spec("quantize"),
-        hydra=HYDRA,
-    resources:
-        gpu=need("quantize", "gpu"),
-        mem_mb=need("quantize", "mem_mb"),
-        runtime=need("quantize", "runtime"),
     log:
         PATHS.log("quantize"),
     benchmark:
         PATHS.benchmark("quantize")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        gpu=need("quantize", "gpu"),
+        mem_mb=need("quantize", "mem_mb"),
+        runtime=need("quantize", "runtime"),
+    params:
+        spec=spec("quantize"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.quantize --draft {input} --out {output.export} --quality {output.quality}"
         " {params.hydra} 2>&1 | tee {log}"

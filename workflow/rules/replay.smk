@@ -9,18 +9,18 @@ rule replay_import:
     output:
         events=PATHS.replay_events("{trace_set}"),
         target_events=PATHS.replay_target_events("{trace_set}"),
-    params:
-        spec=spec("replay_import"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("replay_import", "mem_mb"),
-        runtime=need("replay_import", "runtime"),
     log:
         PATHS.log("replay_import_{trace_set}"),
     benchmark:
         PATHS.benchmark("replay_import_{trace_set}")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("replay_import", "mem_mb"),
+        runtime=need("replay_import", "runtime"),
+    params:
+        spec=spec("replay_import"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.replay import --trace-set {wildcards.trace_set} {params.hydra} 2>&1 | tee {log}"
 
@@ -31,18 +31,18 @@ rule replay:
     output:
         results=PATHS.replay_results,
         artifact=PATHS.replay_artifact,
-    params:
-        spec=spec("replay"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("replay", "mem_mb"),
-        runtime=need("replay", "runtime"),
     log:
         PATHS.log("replay"),
     benchmark:
         PATHS.benchmark("replay")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("replay", "mem_mb"),
+        runtime=need("replay", "runtime"),
+    params:
+        spec=spec("replay"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.replay run {params.hydra} 2>&1 | tee {log}"
 
@@ -53,17 +53,17 @@ rule replay_validate:
     output:
         validation=PATHS.replay_validation,
         fit=PATHS.replay_fit,
-    params:
-        spec=spec("replay_validate"),
-        hydra=HYDRA,
-    resources:
-        mem_mb=need("replay_validate", "mem_mb"),
-        runtime=need("replay_validate", "runtime"),
     log:
         PATHS.log("replay_validate"),
     benchmark:
         PATHS.benchmark("replay_validate")
     conda:
         "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("replay_validate", "mem_mb"),
+        runtime=need("replay_validate", "runtime"),
+    params:
+        spec=spec("replay_validate"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.replay validate {params.hydra} 2>&1 | tee {log}"

@@ -4,19 +4,20 @@
 # collect traces replayed on the paper's systems (Figure 8 for our traces, the sweep's latencies) and the paper's
 # Table III read from the artifact's reference results (an empty table when no artifact checkout is configured).
 
+
 rule report_ours:
     input:
         collections(),
         [str(PATHS.hls_perf)] if "hls" in ours_profiles(CFG) else [],
     output:
         ours_path(PATHS),
-    params:
-        spec=spec("report_ours"),
-        hydra=HYDRA,
     log:
         PATHS.log("report_ours"),
     conda:
         "../envs/heterospec.yaml"
+    params:
+        spec=spec("report_ours"),
+        hydra=HYDRA,
     shell:
         "python -m heterospec.report ours {params.hydra} 2>&1 | tee {log}"
 
@@ -26,12 +27,12 @@ rule paper_table3:
         [str(p) for p in [Path(str(CFG.paths.heteroreason_ae)) / PAPER_TABLE3] if p.is_file()],
     output:
         paper_table3_path(PATHS),
-    params:
-        hydra=HYDRA,
     log:
         PATHS.log("paper_table3"),
     conda:
         "../envs/heterospec.yaml"
+    params:
+        hydra=HYDRA,
     shell:
         "python -m heterospec.report paper-table3 {params.hydra} 2>&1 | tee {log}"
 
@@ -44,18 +45,28 @@ for _fig in FIGURES:
         input:
             DUCKDB_FILE,
         output:
-            png=report(FIGURE_DIR / f"{_fig}.png", caption=f"../report/{_fig}.rst", category="Figures",
-                       subcategory=FIGURE_RUN, labels={"figure": _fig, "file": "PNG"}),
+            png=report(
+                FIGURE_DIR / f"{_fig}.png",
+                caption=f"../report/{_fig}.rst",
+                category="Figures",
+                subcategory=FIGURE_RUN,
+                labels={"figure": _fig, "file": "PNG"},
+            ),
             svg=FIGURE_DIR / f"{_fig}.svg",
-            csv=report(FIGURE_DIR / f"{_fig}.csv", caption=f"../report/{_fig}.rst", category="Figures",
-                       subcategory=FIGURE_RUN, labels={"figure": _fig, "file": "rows (CSV)"}),
-        params:
-            figure=_fig,
-            run=FIGURE_RUN,
+            csv=report(
+                FIGURE_DIR / f"{_fig}.csv",
+                caption=f"../report/{_fig}.rst",
+                category="Figures",
+                subcategory=FIGURE_RUN,
+                labels={"figure": _fig, "file": "rows (CSV)"},
+            ),
         log:
             PATHS.root.parent / FIGURE_RUN / "logs" / f"figure_{_fig}.log",
         conda:
             "../envs/heterospec.yaml"
+        params:
+            figure=_fig,
+            run=FIGURE_RUN,
         shell:
             "python -m heterospec.report figure {params.figure} --run {params.run} --db {input}"
             " --out $(dirname {output.png}) 2>&1 | tee {log}"
@@ -66,13 +77,13 @@ if SWEEP:
     rule sweep_point:
         output:
             PATHS.root.parent / SWEEP_RUN / "sweep" / "{point}.done",
-        params:
-            command=sweep_point_command,
-        threads: workflow.cores
         log:
             PATHS.root.parent / SWEEP_RUN / "logs" / "sweep_{point}.log",
         conda:
             "../envs/heterospec.yaml"
+        threads: workflow.cores
+        params:
+            command=sweep_point_command,
         shell:
             "{params.command} 2>&1 | tee {log} && touch {output}"
 
@@ -81,11 +92,11 @@ if SWEEP:
             [PATHS.root.parent / SWEEP_RUN / "sweep" / f"{point}.done" for point in POINTS],
         output:
             SWEEP_POINTS,
-        params:
-            points=" ".join(f"--point {p} {shlex.quote(v)}" for p, v in POINT_VALUES.items()),
         log:
             PATHS.root.parent / SWEEP_RUN / "logs" / "sweep_points.log",
         conda:
             "../envs/heterospec.yaml"
+        params:
+            points=" ".join(f"--point {p} {shlex.quote(v)}" for p, v in POINT_VALUES.items()),
         shell:
             "python -m heterospec.report sweep --out {output} {params.points} 2>&1 | tee {log}"

@@ -111,7 +111,7 @@ class Drafter:
             if len(order) == 0:
                 break
             sel_lp, sel_tok, sel_par = cand_lp[order].tolist(), cand_tok[order].tolist(), cand_par[order].tolist()
-            nodes = [tree.add(t, p, l) for t, p, l in zip(sel_tok, sel_par, sel_lp)]
+            nodes = [tree.add(t, p, lp_) for t, p, lp_ in zip(sel_tok, sel_par, sel_lp)]
             self.slots += [-1] * len(nodes)
             kept_lp += sel_lp
             if level == levels:

@@ -57,10 +57,10 @@ class Arch:
 
     def engines(self) -> dict[str, tuple[int, int]]:
         """Matrix-vector engines: name -> (outputs, inputs)."""
-        h, kv, d, I = self.heads, self.kv_heads, self.head_dim, self.intermediate
-        up = ("gate_up", 2 * I) if self.mlp == "swiglu" else ("up", I)
+        h, kv, d, inter = self.heads, self.kv_heads, self.head_dim, self.intermediate
+        up = ("gate_up", 2 * inter) if self.mlp == "swiglu" else ("up", inter)
         return {"qkv": ((h + 2 * kv) * d, self.hidden), "o": (self.hidden, h * d),
-                up[0]: (up[1], self.hidden), "down": (self.hidden, I), "lm_head": (self.vocab, self.hidden)}
+                up[0]: (up[1], self.hidden), "down": (self.hidden, inter), "lm_head": (self.vocab, self.hidden)}
 
     def weight_bytes(self, prec: "Design | None" = None) -> int:
         """Weights plus their scales read per token (embedding row excluded); int8 per-row fp32 by default."""
@@ -183,12 +183,12 @@ def token_cycles(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: flo
     kv_port = (wp + kp if shared else kp) * port                # bytes/cycle of KV
     macs = rows * cols
     lanes, lat = d.vector_lanes, d.stage_latency
-    h, kv, hd, H, I = arch.heads, arch.kv_heads, arch.head_dim, arch.hidden, arch.intermediate
+    h, kv, hd, H, inter = arch.heads, arch.kv_heads, arch.head_dim, arch.hidden, arch.intermediate
     L = context + 1
     mats = [(n, o, k) for n, (o, k) in arch.engines().items() if lm_head or n != "lm_head"]
     layer = [(o, k) for n, o, k in mats if n != "lm_head"]
     # the activation chain of one layer: vector stages, attention, fills, SLR crossings (engine in/out)
-    mlp_act = 2 * I                                                        # SiLU * up (or GELU), then quantise
+    mlp_act = 2 * inter                                                        # SiLU * up (or GELU), then quantise
     vec = (2 * H + (h + 2 * kv) * hd + h * hd + 2 * H + mlp_act) / lanes
     kvb = arch.kv_bytes_per_token(d) // (arch.layers * kv)                # per token per KV head
     elem = KV_ELEMENT_BYTES[KV_BITS[d.kv_bits]]

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
 
 from heterospec.grading import grade
 from heterospec.models.generate import greedy_generate_batch

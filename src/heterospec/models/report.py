@@ -96,7 +96,7 @@ def print_quality(table: pa.Table) -> None:
         if t:
             # roles train as separate jobs, two at a time on a 2-core machine; the PRM waits for the draft
             wall = max(t.get("draft", 0) + t.get("prm", 0), t.get("target", 0))
-            print(f"  training         " + ", ".join(f"{r} {s:.0f} s" for r, s in t.items())
+            print("  training         " + ", ".join(f"{r} {s:.0f} s" for r, s in t.items())
                   + f"; wall on 2 cores max(draft + prm, target) = {wall:.0f} s (budget {TRAIN_BUDGET_S:.0f} s)")
         params = ", ".join(f"{r} {row[f'params_{r}']:,}" for r in ROLES if row[f"params_{r}"] is not None)
         if params:

@@ -83,7 +83,10 @@ class Session:
         stats = self.roles["draft"].call("stats")
         text = "".join(n.step.text for n in out.path)
         calls = ex.rec.rows
-        gen = lambda role: sum(r["tokens_out"] for r in calls if r["role"] == role)
+
+        def gen(role: str) -> int:
+            return sum(r["tokens_out"] for r in calls if r["role"] == role)
+
         problem_row = dict(
             problem_id=problem.id, answer=problem.answer, prediction=last_boxed(text),
             correct=grade(text, problem.answer), output=text, stop=out.stop, steps=len(out.path),

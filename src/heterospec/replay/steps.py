@@ -172,7 +172,9 @@ def steps_from_calls(calls: pa.Table, trace_set: str = "collect") -> pa.Table:
             s = steps[idx]
             if s["d"] is None:
                 raise UserError(f"{ds}/{prob}: step {idx} has no draft decode call")
-            unprompt = lambda kv: kv - prompt if kv >= prompt else kv
+            def unprompt(kv: int, prompt: int = prompt) -> int:
+                return kv - prompt if kv >= prompt else kv
+
             kvv = unprompt(s["kvv"])
             tg = s["targets"]
             t, kvt = (tg[-1][0], unprompt(tg[-1][1])) if tg else (0, kvv)
