@@ -15,15 +15,16 @@ from scipy.stats import chisquare
 
 from conftest import heterospec
 from heterospec.config import compose_config
-from heterospec.dfvg.drafter import Plan
-from heterospec.dfvg.engine import SpeculativeDecoder, check_tokenizers, load_pair, target_greedy
-from heterospec.dfvg.lean import LeanDecoder
+from heterospec.speculative.drafter import Plan
+from heterospec.dfvg.engine import target_greedy
+from heterospec.speculative.decoder import SpeculativeDecoder, check_tokenizers, load_pair
+from heterospec.speculative.lean import LeanDecoder
 from heterospec.dfvg.methods import prompts, strategy
 from heterospec.dfvg.stage import collect, replay_run
-from heterospec.dfvg.strategies import STRATEGIES, Feedback, HfHeuristic, Tree
+from heterospec.speculative.strategies import STRATEGIES, Feedback, HfHeuristic, Tree
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
-from heterospec.dfvg.tree import DraftTree
-from heterospec.dfvg.verify import Verifier
+from heterospec.speculative.tree import DraftTree
+from heterospec.speculative.verify import Verifier
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet

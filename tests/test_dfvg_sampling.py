@@ -7,8 +7,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from heterospec.dfvg.tree import DraftTree
-from heterospec.dfvg.verify import greedy_walk, sample_walk
+from heterospec.speculative.tree import DraftTree
+from heterospec.speculative.verify import greedy_walk, sample_walk
 from heterospec.replay.engines import FastEngine
 from heterospec.replay.schedules.dfvg import Costs, Round, dfvg
 

@@ -11,9 +11,9 @@ import torch
 from scipy.stats import chisquare
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-import heterospec.dfvg.verify as verify_mod
-from heterospec.dfvg.tree import DraftTree
-from heterospec.dfvg.verify import Verifier
+import heterospec.speculative.verify as verify_mod
+from heterospec.speculative.tree import DraftTree
+from heterospec.speculative.verify import Verifier
 from heterospec.errors import UserError
 
 V = 6                      # a tiny vocabulary keeps the chi-square cells well filled

@@ -74,7 +74,7 @@ def test_kvmu_pointer_rows_by_hand():
 def test_draft_kvmu_rows_for_reject_step_ahead_accept_and_backtrack(tiny):
     """The pointer rows the draft's StepWriter logs when the controller's verdicts arrive as contexts."""
     model, tok = tiny
-    w = StepWriter(model, tok, delimiter="<never>", kvmu=True)   # steps end at max_tokens only
+    w = StepWriter.plain(model, tok, delimiter="<never>", kvmu=True)   # steps end at max_tokens only
     w.reset(0)
     prompt = tok("q?")["input_ids"]
     P = len(prompt)

@@ -13,7 +13,7 @@ LAYERS = [
     {"heterospec", "config", "errors", "paths", "store", "grading", "tables", "stage"},  # leaves and shared plumbing
     {"ids", "precision", "shapes"},  # board and model ids; bytes per precision; published model shapes
     {"models", "tasks"},           # the trio; the synthetic task and benchmarks
-    {"reasoning", "quantize"},     # the RSD/BRSD engine; W8A8
+    {"reasoning", "quantize", "speculative"},  # the RSD/BRSD engine; W8A8; token-level speculative decoding
     {"collect", "hls", "evaluate"},  # real runs of the engine; the accelerator build; single-model decoding
     {"replay", "dfvg"},            # simulation; token-level decoding
     {"report", "aggregate"},       # figures and the catalogue, from stage outputs only

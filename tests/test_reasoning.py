@@ -100,7 +100,7 @@ def test_prm_and_target_process_each_token_once(trio, monkeypatch):
         scorer, target = s.roles["prm"].role, s.roles["target"].role
         prm_fed, target_fed = [0], [0]
         _count_fed(scorer.cache.model, prm_fed)
-        _count_fed(target.cache.model, target_fed)
+        _count_fed(target.decoding.cache.model, target_fed)
         scored: list[list[int]] = []
         ids = scorer.ids
         monkeypatch.setattr(scorer, "ids", lambda q, steps: scored.append(ids(q, steps)) or scored[-1])
@@ -272,7 +272,7 @@ def test_quantized_draft_runs_as_the_draft(trio, trained_models, ci_quantized):
     qdir = str(qpaths.quantized_draft.parent.resolve())
     problem = load_problems(cfg.dataset, 1)[0]
     with Session(compose_config(ov), {**checkpoints, "draft": qdir}, processes=False) as s:
-        assert isinstance(s.roles["draft"].role.cache.model, W8A8Draft)
+        assert isinstance(s.roles["draft"].role.decoding.cache.model, W8A8Draft)
         prompt = s.prompt_ids(problem.question)
         s.roles["draft"].call("reset", 0)
         step = s.roles["draft"].call("write", prompt, len(prompt), 12)

@@ -16,13 +16,13 @@ def _fed(w: StepWriter, *args) -> tuple[int, int]:
 def test_calls_report_every_token_fed_for_cut_and_complete_steps(tiny):
     model, tok = tiny
     prompt = tok("q?")["input_ids"]
-    cut = StepWriter(model, tok, delimiter="<never>")           # every step is cut at max_tokens
+    cut = StepWriter.plain(model, tok, delimiter="<never>")           # every step is cut at max_tokens
     cut.reset(0)
     s1 = cut.write(prompt, len(prompt), 4)
     assert not s1.complete and [c.tokens_in for c in s1.calls] == [len(prompt), 4]
     assert _fed(cut, prompt + s1.tokens, len(prompt) + 4, 5) == (1 + 5, 1 + 5)  # the context's end re-fed, 5 new
     # a step that ends at its delimiter keeps its last sampled token for the next call
-    whole = StepWriter(model, tok, delimiter=tok.decode(s1.tokens[1:3], skip_special_tokens=True))
+    whole = StepWriter.plain(model, tok, delimiter=tok.decode(s1.tokens[1:3], skip_special_tokens=True))
     whole.reset(0)
     s2 = whole.write(prompt, len(prompt), 8)
     assert s2.complete and s2.tokens == s1.tokens[:3] and [c.tokens_in for c in s2.calls] == [len(prompt), 2]
@@ -34,7 +34,7 @@ def test_a_step_drafted_ahead_then_rejected_with_a_shared_prefix_logs_its_rollba
     """s1 verified while s2 is drafted ahead; s1 accepted, s2 (ending reasoning, so nothing drafted after it)
     rejected; the target's rewrite shares s2's first token. The cache drops s2's other tokens: a rollback."""
     model, tok = tiny
-    w = StepWriter(model, tok, delimiter="<never>", kvmu=True)
+    w = StepWriter.plain(model, tok, delimiter="<never>", kvmu=True)
     w.reset(0)
     prompt = tok("q?")["input_ids"]
     P = len(prompt)

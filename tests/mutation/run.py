@@ -28,7 +28,7 @@ MODULES = {  # name -> path under src/heterospec
     "kvcache": "reasoning/kvcache.py",
     "intmath": "quantize/intmath.py",
     "artifact replays": "replay/artifact.py",
-    "DFVG verifier": "dfvg/verify.py",
+    "DFVG verifier": "speculative/verify.py",
     "grader": "grading.py",
 }
 KILLED = {1, 3, 36, -24, 24, 152, 255}       # a test failed, or the mutant hung past its timeout

@@ -1,15 +1,11 @@
 """DFVG: token-level speculative decoding with confidence-driven dynamic draft trees.
 
-The draft proposes a tree of continuations (a chain is a tree of width one), the target checks the whole tree in
-one forward pass with a tree attention mask, the longest path the target agrees with is kept, and both KV caches
-are compacted to that path. Modules:
+The decoding itself (draft tree, drafter, strategies, tree verification, the round loop) is
+:mod:`heterospec.speculative`, shared with the reasoning engine's speculative target writes. This package is the
+DFVG stage around it:
 
-* :mod:`.tree`        the draft tree: nodes in breadth-first order, attention mask, positions
-* :mod:`.lean`        the draft's decoder: the Qwen2 forward over a fixed KV buffer (the FPGA kernel's software twin)
-* :mod:`.drafter`     grows a tree (or chain) from the draft's confidence
-* :mod:`.strategies`  how much to draft each round: chain, Hugging Face's heuristic, DFVG's feedback, dynamic tree
-* :mod:`.verify`      tree verification on the target: greedy (lossless) or speculative sampling, KV compaction
-* :mod:`.engine`      the decoding loop and its per-round trace; plain and Hugging Face baselines
+* :mod:`.engine`      the baselines: the target's plain greedy decoding, Hugging Face assisted generation
+* :mod:`.methods`     the pair, the prompts and one method's run
 * :mod:`.traces`      versioned Parquet schemas of rounds and generations
 * :mod:`.replay`      prices the rounds on an FPGA + GPU system (:mod:`heterospec.replay.schedules.dfvg`)
 """

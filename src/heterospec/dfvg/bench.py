@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from heterospec.tables import format_table
 from heterospec.dfvg.methods import open_pair, prompts, run_method
-from heterospec.dfvg.strategies import Chain, Tree
+from heterospec.speculative.strategies import Chain, Tree
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
 from heterospec.paths import RunPaths
 
@@ -36,7 +36,7 @@ def _tau_rows(rounds: list[dict], label: str) -> tuple:
 
 def _decode(pair, cfg, items, strat):
     """Round traces of a strategy built outside the config (the equal-budget comparisons)."""
-    from heterospec.dfvg.engine import SpeculativeDecoder
+    from heterospec.speculative.decoder import SpeculativeDecoder
     dec = SpeculativeDecoder(pair, draft_kernel=cfg.dfvg.draft_kernel)
     return [r for _, ids in items for r in dec.generate(ids, strat(), cfg.dfvg.max_new_tokens)[1]]
 

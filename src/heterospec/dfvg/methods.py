@@ -8,8 +8,9 @@ import time
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from heterospec.dfvg.engine import Pair, SpeculativeDecoder, hf_generate, load_pair, target_greedy
-from heterospec.dfvg.strategies import STRATEGIES, draft_lanes, make_strategy
+from heterospec.dfvg.engine import hf_generate, target_greedy
+from heterospec.speculative.decoder import Pair, SpeculativeDecoder, load_pair
+from heterospec.speculative.strategies import STRATEGIES, draft_lanes, make_strategy
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from heterospec import stage
 from heterospec.dfvg.methods import METHODS, open_pair, prompts, run_method, strategy
-from heterospec.dfvg.strategies import STRATEGIES
+from heterospec.speculative.strategies import STRATEGIES
 from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths

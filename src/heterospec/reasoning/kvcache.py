@@ -93,6 +93,11 @@ class KVMU:
     step_ahead: int = 0
     log: list[tuple[int, str, int, int, int, str]] = field(default_factory=list)  # (t_ns, mode, v, c, s, why)
 
+    def reset(self) -> None:
+        """A new problem: every pointer at 0, the log empty."""
+        self.valid = self.current = self.step_ahead = 0
+        self.log = []
+
     def _record(self, mode: str, why: str) -> None:
         self.log.append((time.perf_counter_ns(), mode, self.valid, self.current, self.step_ahead, why))
 

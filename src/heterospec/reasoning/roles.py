@@ -1,17 +1,23 @@
-"""The writing roles as small objects that each own one model on one torch device.
+"""The writing roles: a :class:`StepWriter` writes one reasoning step after a context; *how* it produces the tokens
+is a :class:`Decoding` plugged into it.
 
-* :class:`StepWriter` — a causal LM that writes one reasoning step (up to the step delimiter or
-  EOS) after a context; the draft and the target are both StepWriters, the draft with a KVMU.
+* :class:`StepWriter` owns what every way of writing shares: where a step stops (the step delimiter, EOS, the token
+  limit), cancellation between chunks, the KVMU pointer moves a write implies, and the :class:`Call` records.
+* :class:`Decoding` is how the tokens come: :class:`PlainDecoding` (one model, one token per forward, a
+  :class:`~heterospec.reasoning.kvcache.PrefixCache`), token-level speculative decoding with a draft
+  (:mod:`heterospec.speculative.stepwise`: several of the target's own tokens per verification round), or the
+  generated accelerator kernel (:mod:`heterospec.hls`). The step-level controller above never sees which.
+* :class:`DecodingRecipe` is how a worker process builds its decoding: a small picklable object that the stage
+  hands down (the reasoning engine does not import the stages that provide the other decodings).
 
 The PRM's role, ``StepScorer``, lives with the PRM protocol in :mod:`heterospec.models.prm`.
-Roles keep a :class:`~heterospec.reasoning.kvcache.PrefixCache`, so a context they have seen is
-never processed again, and report every model call they make as :class:`Call` records.
 """
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import torch
 
@@ -27,6 +33,7 @@ class Call:
     kv_len: int           # tokens already in the model's KV cache before the call
     start_ns: int         # time.perf_counter_ns(): one clock for every process on the machine
     end_ns: int
+    rounds: list[dict] = field(default_factory=list)  # token-level speculation: one record per verification round
 
 
 @dataclass
@@ -39,35 +46,130 @@ class Step:
     calls: list[Call] = field(default_factory=list)
 
 
-class StepWriter:
-    """Writes one step at a time after a context, reusing its KV cache across calls."""
+@dataclass
+class Chunk:
+    """The next tokens of a continuation, in order, each the one the role's own decoding would write."""
+    tokens: list[int]
+    round: dict | None = None   # a token-level verification round's record (drafted, accepted, tree size, times)
 
-    def __init__(self, model, tokenizer, delimiter: str = "\n\n", kvmu: bool = False, temperature: float = 0.0):
+
+class Decoding(ABC):
+    """How a writing role produces tokens: make its model(s) hold a context, then continue it chunk by chunk.
+
+    ``processed`` counts tokens fed through the role's own model (the KV-reuse metric); ``held`` is how many
+    tokens its KV cache holds now.
+    """
+    kind = "plain"
+    kvmu = None     # a decoding that drives a KVMU of its own (the kernel's registers) exposes it: the writer logs it
+
+    @abstractmethod
+    def reset(self, seed: int) -> None:
+        """A new problem: empty caches, the sampler reseeded."""
+
+    @abstractmethod
+    def start(self, context: list[int]) -> int:
+        """Make the model hold ``context`` (keeping what it already holds of it); returns the tokens fed."""
+
+    @abstractmethod
+    def next(self, room: int) -> Chunk:
+        """The next one or more tokens after what is held (at most ``room`` are wanted; more may come)."""
+
+    def keep(self, kept: int, complete: bool) -> None:
+        """The writer keeps the first ``kept`` tokens of the last chunk; ``complete``: the step ended at the last of
+        them (a decoding whose caches went further leaves them: the next :meth:`start` keeps only the context)."""
+
+    @property
+    @abstractmethod
+    def processed(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def held(self) -> int: ...
+
+
+class DecodingRecipe(Protocol):
+    """A picklable recipe a worker builds its role's decoding from (the model is loaded in the worker)."""
+    kind: str
+
+    def build(self, spec) -> Decoding: ...
+
+
+class PlainDecoding(Decoding):
+    """Autoregressive decoding with one causal LM: greedy at temperature 0, else sampling with a seeded generator.
+
+    A sampled token is fed to the model only when the writer asks for more: a complete step's last token waits for
+    the next write (if its step survives), a step cut at the token limit has fed them all.
+    """
+
+    def __init__(self, model, temperature: float = 0.0):
         self.cache = PrefixCache(model)
+        self.temperature = temperature
+        self.generator = torch.Generator(device="cpu")
+        self.logits: torch.Tensor | None = None
+        self.last: int | None = None
+
+    def reset(self, seed: int) -> None:
+        self.cache = PrefixCache(self.cache.model)
+        self.generator.manual_seed(seed)
+
+    def start(self, context: list[int]) -> int:
+        self.logits, _, fed = self.cache.advance(context)
+        return fed
+
+    def next(self, room: int) -> Chunk:
+        if self.temperature <= 0:
+            self.last = int(self.logits.argmax())
+        else:
+            probs = torch.softmax(self.logits.float() / self.temperature, dim=-1).cpu()
+            self.last = int(torch.multinomial(probs, 1, generator=self.generator))
+        return Chunk([self.last])
+
+    def keep(self, kept: int, complete: bool) -> None:
+        if not complete:
+            self.logits = self.cache.feed([self.last])
+
+    @property
+    def processed(self) -> int:
+        return self.cache.processed
+
+    @property
+    def held(self) -> int:
+        return len(self.cache.ids)
+
+
+class StepWriter:
+    """Writes one step at a time after a context with a :class:`Decoding`, logging the KVMU's pointers if it has one
+    (the draft: the Python twin :class:`~heterospec.reasoning.kvcache.KVMU`, or the kernel's own registers)."""
+
+    def __init__(self, decoding: Decoding, tokenizer, delimiter: str = "\n\n", kvmu: KVMU | None = None):
+        self.decoding = decoding
         self.tokenizer = tokenizer
         self.delimiter = delimiter
         self.eos = tokenizer.eos_token_id
-        self.kvmu = KVMU() if kvmu else None
-        self.temperature = temperature
-        self.generator = torch.Generator(device="cpu")
+        self.kvmu = kvmu
         self.written: list[int] = []  # context + sampled tokens, the last one not yet fed
         self.ingested = 0     # host tokens written into the cache (prompt, shadow sync, re-init)
-        self.generated = 0    # tokens this model sampled
+        self.generated = 0    # tokens this role wrote
+
+    @classmethod
+    def plain(cls, model, tokenizer, delimiter: str = "\n\n", kvmu: bool = False, temperature: float = 0.0
+              ) -> "StepWriter":
+        """A writer that decodes ``model`` autoregressively (with the software KVMU when ``kvmu``)."""
+        return cls(PlainDecoding(model, temperature), tokenizer, delimiter, KVMU() if kvmu else None)
 
     def reset(self, seed: int) -> None:
         """Start a new problem: empty cache, fresh pointers, reseeded sampler."""
-        self.cache = PrefixCache(self.cache.model)
+        self.decoding.reset(seed)
         if self.kvmu is not None:
-            self.kvmu = KVMU()
-        self.generator.manual_seed(seed)
+            self.kvmu.reset()
         self.written = []
         self.ingested = self.generated = 0
 
-    def _pick(self, logits: torch.Tensor) -> int:
-        if self.temperature <= 0:
-            return int(logits.argmax())
-        probs = torch.softmax(logits.float() / self.temperature, dim=-1).cpu()
-        return int(torch.multinomial(probs, 1, generator=self.generator))
+    def _stops(self, tokens: list[int], prior: list[int]) -> tuple[bool, bool]:
+        """(complete, eos) after the last of ``tokens``: EOS, or the delimiter in the step's text."""
+        if tokens[-1] == self.eos:
+            return True, True
+        return self.delimiter in self.tokenizer.decode(prior + tokens, skip_special_tokens=True), False
 
     def write(self, context: list[int], valid: int, max_tokens: int, step_start: int | None = None,
               cancelled: Callable[[], bool] = lambda: False) -> Step:
@@ -76,37 +178,40 @@ class StepWriter:
         ``step_start`` < len(context) resumes a step whose first tokens are already in the context
         (a cached partial output); the returned step then includes them.
         """
+        dec = self.decoding
         prior = list(context[step_start:]) if step_start is not None else []
         keep = common_prefix(self.written, context)    # what this model already holds of the context
         if self.kvmu is not None:
             self._kvmu_before(keep, context, valid)
         self.ingested += len(context) - keep           # host tokens: prompt, shadow sync, re-init
         t0 = time.perf_counter_ns()
-        logits, _, fed = self.cache.advance(context)
-        calls = [Call("prefill", fed, 0, len(self.cache.ids) - fed, t0, time.perf_counter_ns())]
+        fed = dec.start(context)
+        calls = [Call("prefill", fed, 0, dec.held - fed, t0, time.perf_counter_ns())]
         tokens: list[int] = []
-        kv1, t1 = len(self.cache.ids), time.perf_counter_ns()
-        text, eos, complete = "", False, False
+        rounds: list[dict] = []
+        kv1, p1, t1 = dec.held, dec.processed, time.perf_counter_ns()
+        eos = complete = False
         while len(prior) + len(tokens) < max_tokens and not cancelled():
-            tok = self._pick(logits)
-            tokens.append(tok)
-            if tok == self.eos:
-                eos = complete = True
+            room = max_tokens - len(prior) - len(tokens)
+            chunk = dec.next(room)
+            kept = 0
+            for tok in chunk.tokens[:room]:
+                tokens.append(tok)
+                kept += 1
+                complete, eos = self._stops(tokens, prior)
+                if complete:
+                    break
+            if chunk.round is not None:
+                rounds.append({**chunk.round, "kept": kept})
+            dec.keep(kept, complete)
+            if complete:
                 break
-            text = self.tokenizer.decode(prior + tokens, skip_special_tokens=True)
-            if self.delimiter in text:
-                complete = True
-                break
-            logits = self.cache.feed([tok])
         self.generated += len(tokens)
-        # a complete step's last token is fed at the next call, if its step survives; a cut one fed them all
-        fed_decode = len(self.cache.ids) - kv1
-        calls.append(Call("decode", fed_decode, len(tokens), kv1, t1, time.perf_counter_ns()))
+        calls.append(Call("decode", dec.processed - p1, len(tokens), kv1, t1, time.perf_counter_ns(), rounds))
         self.written = list(context) + tokens
         if self.kvmu is not None:
             self.kvmu.speculate(len(context), len(self.written), ahead=valid < len(context))
-        if eos or not tokens:
-            text = self.tokenizer.decode(prior + tokens, skip_special_tokens=True)
+        text = self.tokenizer.decode(prior + tokens, skip_special_tokens=True)
         return Step(prior + tokens, text, complete, eos, calls)
 
     def decode(self, tokens: list[int]) -> str:
@@ -124,4 +229,4 @@ class StepWriter:
 
     @property
     def processed(self) -> int:
-        return self.cache.processed
+        return self.decoding.processed

@@ -31,6 +31,7 @@ class RoleSpec:
     quantized: bool = False  # draft only: path is a W8A8 export (models.draft.quantized)
     cpus: tuple[int, ...] = ()  # CPU cores the worker is pinned to (empty: any)
     nice: int = 0         # OS priority offset of the worker (speculative roles yield the CPU to the critical path)
+    decoding: Any = None  # draft and target: a DecodingRecipe (reasoning.roles) for another way of writing; None: plain
 
 
 def check_device(role: str, device: str) -> None:
@@ -52,24 +53,32 @@ def check_device(role: str, device: str) -> None:
 
 
 def build_role(spec: RoleSpec):
-    """Load the model and wrap it as a StepWriter (draft, target) or a StepScorer (PRM)."""
+    """Load the model and wrap it as a StepWriter (draft, target) or a StepScorer (PRM).
+
+    A writer decodes plainly unless ``spec.decoding`` names another way (token-level speculation, the accelerator
+    kernel); the draft's writer logs its KVMU: the decoding's own (a kernel's registers) or the software twin.
+    """
     import torch
     from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
     from heterospec.models.prm import StepScorer
-    from heterospec.reasoning.kvcache import PrefixCache
-    from heterospec.reasoning.roles import Call, StepWriter
+    from heterospec.reasoning.kvcache import KVMU, PrefixCache
+    from heterospec.reasoning.roles import Call, PlainDecoding, StepWriter
 
     torch.set_num_threads(spec.threads)
     if spec.role == "prm":
         prm = load_prm(spec.path, device=spec.device, dtype=spec.dtype, prompt=spec.prompt, step_token=spec.step_token)
         return StepScorer(prm.protocol, PrefixCache(prm.model), Call)
     tokenizer = load_tokenizer(spec.path, spec.role)
-    if spec.quantized:  # the W8A8 export of the quantize stage, run as the FPGA computes it
+    if spec.decoding is not None:
+        decoding = spec.decoding.build(spec)
+    elif spec.quantized:  # the W8A8 export of the quantize stage, run as the FPGA computes it
         from heterospec.quantize.model import load_quantized_draft
-        model = load_quantized_draft(spec.path, spec.device)
+        decoding = PlainDecoding(load_quantized_draft(spec.path, spec.device), spec.temperature)
     else:
         model = load_causal_lm(spec.path, device=spec.device, dtype=spec.dtype, role=spec.role)
-    return StepWriter(model, tokenizer, spec.delimiter, kvmu=spec.role == "draft", temperature=spec.temperature)
+        decoding = PlainDecoding(model, spec.temperature)
+    kvmu = (decoding.kvmu or KVMU()) if spec.role == "draft" else None
+    return StepWriter(decoding, tokenizer, spec.delimiter, kvmu)
 
 
 def role_stats(role) -> dict:

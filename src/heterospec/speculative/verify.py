@@ -21,7 +21,7 @@ import inspect
 
 import torch
 
-from heterospec.dfvg.tree import DraftTree
+from heterospec.speculative.tree import DraftTree
 from heterospec.errors import UserError
 
 
@@ -67,15 +67,36 @@ class Verifier:
         self._new_cache = lambda: DynamicCache(config=model.config)
         self.cache = self._new_cache()
         self.cached = 0
+        self.ids: list[int] = []      # the tokens whose K/V the cache holds
+        self.processed = 0            # tokens fed through the target (prefills and verification passes)
 
     def start(self, prompt: list[int]) -> None:
         """Prefill all but the prompt's last token (the first round's pending token)."""
-        self.cache, self.cached = self._new_cache(), 0
-        if len(prompt) > 1:
+        self.cache, self.cached, self.ids = self._new_cache(), 0, []
+        self._prefill(prompt[:-1])
+
+    def _prefill(self, tokens: list[int]) -> None:
+        if tokens:
             with torch.no_grad():   # the cache passed in is filled whatever the config's use_cache says
-                self.model(input_ids=torch.tensor([prompt[:-1]], device=self.device), logits_to_keep=1,
+                self.model(input_ids=torch.tensor([tokens], device=self.device), logits_to_keep=1,
+                           position_ids=torch.arange(self.cached, self.cached + len(tokens), device=self.device)[None],
                            **{self.cache_arg: self.cache})
-            self.cached = len(prompt) - 1
+            self.ids += tokens
+            self.cached += len(tokens)
+            self.processed += len(tokens)
+
+    def resume(self, context: list[int]) -> int:
+        """Make the cache hold all of ``context`` but its last token, keeping the prefix it already holds; returns
+        the tokens fed."""
+        from heterospec.reasoning.kvcache import common_prefix
+        keep = common_prefix(self.ids, context[:-1])
+        if keep < self.cached:
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[..., :keep, :], layer.values[..., :keep, :]
+            self.ids, self.cached = self.ids[:keep], keep
+        before = self.processed
+        self._prefill(list(context[keep:-1]))
+        return self.processed - before
 
     @torch.no_grad()
     def verify(self, context: list[int], tree: DraftTree) -> tuple[list[int], int]:
@@ -100,6 +121,8 @@ class Verifier:
         else:
             path, nxt = greedy_walk(tree, logits.argmax(-1).tolist())
         self._compact(L, path)
+        self.ids = list(context) + [tree.tokens[i] for i in path]
+        self.processed += 1 + n
         return path, nxt
 
     def _compact(self, L: int, path: list[int]) -> None:

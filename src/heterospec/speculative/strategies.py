@@ -6,7 +6,7 @@
 * ``feedback``      DFVG's acceptance-feedback controller: draft length L in [min_draft, max_draft], at most
                     ``max_verify`` tokens checked per pass (the rest of the chain waits for the next pass); after a
                     pass with acceptance ratio >= threshold L grows x growth, otherwise it backs off x backoff.
-* ``tree``          the confidence-driven dynamic tree (:mod:`heterospec.dfvg.drafter`): width, depth and nodes
+* ``tree``          the confidence-driven dynamic tree (:mod:`heterospec.speculative.drafter`): width, depth and nodes
                     bounded by the draft accelerator's parallel lanes.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from heterospec.dfvg.drafter import Plan
+from heterospec.speculative.drafter import Plan
 from heterospec.errors import UserError
 
 STRATEGIES = ("chain", "hf_heuristic", "feedback", "tree")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from heterospec.dfvg.lean import draft_decoder
-from heterospec.dfvg.tree import DraftTree
+from heterospec.speculative.lean import draft_decoder
+from heterospec.speculative.tree import DraftTree
 from heterospec.reasoning.kvcache import common_prefix
 
 
