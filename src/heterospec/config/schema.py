@@ -206,6 +206,16 @@ class CollectConfig:
 
 # ----------------------------------------------------------------------------- replay
 @dataclass
+class TokenSpeculationConfig:
+    """How the replay prices a target write made by token-level speculation (replay.schedules ending in _sd,
+    target_sd): per DFVG strategy, tokens out per verification round (tau) and tokens drafted per round."""
+    strategy: str = "chain"          # which strategy's numbers the replay uses
+    tau: dict[str, Optional[float]] = field(default_factory=dict)   # strategy -> tau (null: no published value)
+    draft_len: dict[str, int] = field(default_factory=dict)         # strategy -> tokens drafted per round
+    source: str = ""                 # where the numbers come from (figure captions quote it)
+
+
+@dataclass
 class ReplayConfig:
     """Trace replay (conf/replay/): which traces, on which systems, with which schedules and latency profiles."""
     traces: str = ""                 # artifact trace root: <traces>/<trace_set>/<dataset>/*.json
@@ -222,6 +232,7 @@ class ReplayConfig:
     prefetch_outcome: str = "auto"   # auto | recorded | simulated: rejected steps' target work (auto: paper profiles record)
     validate_system: str = "cpu3"    # the system our own traces were collected on
     validate_schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
+    token_speculation: TokenSpeculationConfig = field(default_factory=TokenSpeculationConfig)
 
 
 # ----------------------------------------------------------------------------- quantize / hls

@@ -16,19 +16,21 @@ from heterospec.replay.problem import Problem, problems_from_steps
 from heterospec.config.hardware import System
 from heterospec.replay.latency import LatencyProfile
 from heterospec.replay.profiles import get_profile
-from heterospec.replay.system import Ctx, SystemParams
+from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
 
 log = logging.getLogger("heterospec.replay")
 
 
 def simulate(steps: pa.Table | list[Problem], systems: Iterable[System | SystemParams], schedules: Iterable[Any],
              profile: str | LatencyProfile | Callable[[System], LatencyProfile] = "paper_v12",
-             engine: str = "fast", workers: int = 1, run: str = "", recorded: bool | None = None) -> pa.Table:
+             engine: str = "fast", workers: int = 1, run: str = "", recorded: bool | None = None,
+             speculation: TokenSpeculation | None = None) -> pa.Table:
     """Every problem x system x schedule. ``systems``: typed Systems (heterospec.config.hardware) or SystemParams; ``schedules``:
     names or ScheduleConfig-like objects; ``profile``: a name, a profile, or ``profile(system) -> profile`` for
     profiles that depend on the system's hardware. ``workers`` > 1 splits the grid over forked processes (same
     rows, same order). ``run`` fills the run column. ``recorded``: rejected steps' target work as the trace
-    records it (True), simulated (False), or as the profile says (None; :class:`Ctx`)."""
+    records it (True), simulated (False), or as the profile says (None; :class:`Ctx`). ``speculation``: how
+    schedules with token-level speculation price a target write (:class:`TokenSpeculation`)."""
     from heterospec.replay.schedules import get_schedule
     probs = problems_from_steps(steps) if isinstance(steps, pa.Table) else list(steps)
     scheds = [get_schedule(s) for s in schedules]
@@ -42,7 +44,7 @@ def simulate(steps: pa.Table | list[Problem], systems: Iterable[System | SystemP
             prof = profile(system)
         else:
             prof = get_profile(profile, system=system if not isinstance(system, SystemParams) else None)
-        jobs += [(Ctx(prof, sysp, recorded), sched, probs, engine, run) for sched in scheds]
+        jobs += [(Ctx(prof, sysp, recorded, speculation), sched, probs, engine, run) for sched in scheds]
     t0, big = time.perf_counter(), len(jobs) * len(probs) >= 2000
     if workers <= 1 or not big:
         parts = [_replay_job(j) for j in tqdm(jobs, desc="replay grid", unit="system x schedule", file=sys.stderr,

@@ -44,6 +44,12 @@ class LatencyProfile(ABC):
         """The target generates ``g`` tokens after ``kv`` in context (no prefill)."""
 
     # --- derived
+    def target_verify(self, kv: int, n: int) -> float:
+        """The target checks ``n`` drafted tokens (a token-level speculation round) after ``kv`` in one pass. By
+        default one decode step: at batch 1 a pass is bound by reading the weights, a few more tokens add little
+        (the hardware-derived profiles price the pass itself)."""
+        return self.target_decode(kv, 1)
+
     def draft_ingest(self, kv: int, n: int) -> float:
         """The draft ingests the target's step of ``n`` tokens (its KV-cache synchronisation): a prefill."""
         return self.draft_prefill(kv, n)

@@ -133,3 +133,6 @@ class RooflineProfile(LatencyProfile):
 
     def target_decode(self, kv: int, g: int) -> float:
         return self.devices["target"].decode(kv, g)
+
+    def target_verify(self, kv: int, n: int) -> float:
+        return self.devices["target"].forward(kv, n)

@@ -21,7 +21,7 @@ from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
 from heterospec.replay.grid import simulate
 from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.problem import problems_from_steps
-from heterospec.replay.system import PREFETCH_OUTCOMES
+from heterospec.replay.system import PREFETCH_OUTCOMES, TokenSpeculation
 from heterospec.replay.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles import get_profile, profile_names
 from heterospec.replay.schedules import get_schedule
@@ -98,6 +98,24 @@ def prefetch_outcome(cfg: Any) -> bool | None:
     return None if v == "auto" else v == "recorded"
 
 
+def token_speculation(cfg: Any, strategy: str | None = None, tau: float | None = None) -> TokenSpeculation:
+    """The run's token-speculation numbers (replay.token_speculation) for ``strategy`` (default: the configured
+    one), ``tau`` overriding the configured value (the tau sweep)."""
+    ts = cfg.replay.token_speculation
+    name = strategy or str(ts.strategy)
+    t = tau if tau is not None else ts.tau.get(name)
+    if t is None:
+        raise UserError(f"replay.token_speculation.tau.{name}: no value (no published measurement of a comparable "
+                        f"pair is configured); set one, e.g. replay.token_speculation.tau.{name}=3.0")
+    if name not in ts.draft_len:
+        raise UserError(f"replay.token_speculation.draft_len.{name}: no value; expected tokens drafted per round")
+    return TokenSpeculation(float(t), int(ts.draft_len[name]), name, str(ts.source))
+
+
+def needs_speculation(scheds) -> bool:
+    return any("token_speculation" in s.mechanisms for s in scheds)
+
+
 def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay every imported trace set on every system x schedule x profile; also the artifact's own formulas."""
     scheds = [get_schedule(s) for s in schedule_configs(cfg, overrides)]
@@ -108,8 +126,9 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
             f(s)
     probs = problems_from_steps(load_steps(cfg, paths))
     recorded = prefetch_outcome(cfg)
+    spec = token_speculation(cfg) if needs_speculation(scheds) else None
     parts = [simulate(probs, systems, scheds, f, cfg.replay.engine, cfg.replay.workers, run=cfg.name,
-                      recorded=recorded) for f in factories.values()]
+                      recorded=recorded, speculation=spec) for f in factories.values()]
     results = pa.concat_tables(parts)
     write_parquet(results, paths.replay_results, RESULTS_SCHEMA)
     artifact = pa.concat_tables([replay_for_profiles(read_events(paths.replay_events(ts)), list(cfg.replay.profiles),

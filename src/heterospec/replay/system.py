@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from heterospec.config.hardware import System
+from heterospec.errors import UserError
 from heterospec.replay.engines import DEVICES
 from heterospec.replay.latency import LatencyProfile
 
@@ -39,6 +40,25 @@ class SystemParams:
 PREFETCH_OUTCOMES = ("auto", "recorded", "simulated")
 
 
+@dataclass(frozen=True)
+class TokenSpeculation:
+    """How the replay prices a target write made by token-level speculative decoding: each round the draft device
+    drafts ``draft_len`` tokens, the link carries them, the target verifies them in one pass, and ``tau`` tokens come
+    out (the accepted ones plus the target's own). ``strategy`` and ``source`` say whose numbers these are."""
+    tau: float
+    draft_len: int
+    strategy: str = "chain"
+    source: str = ""
+
+    def __post_init__(self):
+        where = f"replay.token_speculation ({self.strategy})"
+        if not self.tau >= 1.0:
+            raise UserError(f"{where}: tau={self.tau}, expected >= 1 (a round yields at least the target's own token)")
+        if self.draft_len < 1 or self.tau > self.draft_len + 1:
+            raise UserError(f"{where}: draft_len={self.draft_len}, tau={self.tau}: expected draft_len >= 1 and "
+                            f"tau <= draft_len + 1")
+
+
 @dataclass
 class Ctx:
     """What a policy may use: the latency profile, the system, and whether the target's work on a rejected step is
@@ -46,6 +66,7 @@ class Ctx:
     profile: LatencyProfile
     system: SystemParams
     recorded: bool | None = None
+    speculation: TokenSpeculation | None = None   # the token_speculation mechanism's rounds (None: not configured)
 
     def __post_init__(self):
         if self.recorded is None:

@@ -55,7 +55,8 @@ def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     from heterospec.replay.metrics import RESULTS_SCHEMA
     from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
-    from heterospec.replay.stage import prefetch_outcome, profile_factory, schedule_configs, system_configs
+    from heterospec.replay.stage import (needs_speculation, prefetch_outcome, profile_factory, schedule_configs,
+                                         system_configs, token_speculation)
     from heterospec.replay.steps import steps_from_calls
     from heterospec.replay.validate import find_traces
 
@@ -75,7 +76,8 @@ def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
             log.info("ours_%s: %d problems on %d systems x %d schedules, profile %s", algorithm, len(probs),
                      len(systems), len(scheds), name)
             parts.append(simulate(probs, systems, scheds, profile_factory(name, cfg, paths), cfg.replay.engine,
-                                  cfg.replay.workers, run=cfg.name, recorded=prefetch_outcome(cfg)))
+                                  cfg.replay.workers, run=cfg.name, recorded=prefetch_outcome(cfg),
+                                  speculation=token_speculation(cfg) if needs_speculation(scheds) else None))
     if not parts:
         raise UserError(f"{paths.collect_root}: no sequential collect traces to replay")
     results = pa.concat_tables(parts)

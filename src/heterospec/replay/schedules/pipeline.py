@@ -13,7 +13,26 @@ which charges them when it models a prefix cache.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from heterospec.replay.schedules.caches import Cached
+
+
+@dataclass
+class Write:
+    """A target write: ``g`` tokens after ``kv`` in context, ``new`` of which it has not cached (None: all), ``full``
+    ms by plain decoding; ``remaining`` (None: all of it) gives, when the write starts, the plain-decoding ms still to
+    do (a prefetch may have done the rest)."""
+    kv: int
+    g: int
+    new: int | None
+    full: float
+    remaining: Callable[[], float] | float | None = None
+
+    @property
+    def ms(self) -> Callable[[], float] | float:
+        return self.full if self.remaining is None else self.remaining
 
 
 class Pipeline:
@@ -106,19 +125,26 @@ class Pipeline:
         """The target writes the rescue from scratch after the verdict."""
         kv, r = self.prob.kvv[i], self.rescue[i]
         new = self.tc.read(kv)
-        return self.run("target", self.p.target(kv, r, new), [V], kind="rewrite", disc=True, kv=kv, cap=r, new=new)
+        return self.target_write(Write(kv, r, new, self.p.target(kv, r, new)), [V], kind="rewrite", disc=True, kv=kv,
+                                 cap=r, new=new)
 
     def rescue_rejected(self, i: int, R0, ver, last: bool) -> None:
         """The PRM (``ver``) rejects the rescue ``R0`` of step i."""
 
     def rewrite(self, i: int, before, V, ready_d: list):
         """The target's step after a rejection, after ``before`` (the verdict, or the failed rescue's)."""
-        return self.run("target", self.rewrite_ms(i), [before], kind="rewrite", ref=V)
+        return self.target_write(self.rewrite_plan(i), [before], kind="rewrite", ref=V)
 
-    def rewrite_ms(self, i: int):
-        """Its duration: from scratch (ms, or a callable evaluated when it starts)."""
-        kvt = self.prob.kvt[i]
-        return self.p.target(kvt, self.prob.t[i], self.tc.read(kvt))
+    def rewrite_plan(self, i: int) -> Write:
+        """What it writes: the whole step from scratch."""
+        kvt, t = self.prob.kvt[i], self.prob.t[i]
+        new = self.tc.read(kvt)
+        return Write(kvt, t, new, self.p.target(kvt, t, new))
+
+    def target_write(self, w: Write, deps: list, **kw):
+        """Issue a target write: one operation on the target, decoding token by token (token-level speculation
+        replaces it with draft and verify work: :mod:`.mechanisms.token_speculation`)."""
+        return self.run("target", w.ms, deps, **kw)
 
     def ingest_ms(self, i: int) -> float:
         """The draft ingests the target's step; after a backtrack it first restores the anchor's context."""

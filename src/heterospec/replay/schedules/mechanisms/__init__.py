@@ -19,14 +19,16 @@ _loaded = False
 
 
 def mechanism(name: str, *, requires: tuple[str, ...] = (), options: dict | None = None,
-              check: Callable[[dict], str | None] | None = None):
+              check: Callable[[dict], str | None] | None = None, only_with: tuple[str, ...] | None = None):
     """Register a Pipeline subclass as mechanism ``name``: it needs the mechanisms ``requires``, declares
     ``options`` (name -> default; a schedule's value is cast to the default's type) and ``check(options)`` returns
-    what is wrong with a schedule's values (None: nothing)."""
+    what is wrong with a schedule's values (None: nothing); ``only_with``: the only mechanisms that still change
+    anything beside it (one that replaces the step loop)."""
     def register(cls: type[Pipeline]) -> type[Pipeline]:
         if name in _REGISTRY and _REGISTRY[name].__qualname__ != cls.__qualname__:
             raise ValueError(f"two mechanisms are called '{name}': {_REGISTRY[name]} and {cls}")
         cls.mechanism, cls.requires, cls.declared = name, tuple(requires), dict(options or {})
+        cls.only_with = None if only_with is None else tuple(only_with)
         cls.check_options = staticmethod(check or (lambda opts: None))
         _REGISTRY[name] = cls
         return cls
@@ -53,5 +55,9 @@ def compose(name: str, on: list[str]) -> type[Pipeline]:
         missing = [r for r in reg[m].requires if r not in on]
         if missing:
             raise UserError(f"schedule '{name}': {m} needs {' and '.join(missing)} (turn it on, or {m} off)")
+        idle = [o for o in on if o != m and reg[m].only_with is not None and o not in reg[m].only_with]
+        if idle:
+            raise UserError(f"schedule '{name}': {m} replaces the step loop, so {' and '.join(idle)} would change "
+                            f"nothing (turn it off)")
     bases = tuple(reg[m] for m in sorted(on, key=lambda m: (-depth(m), m)))
     return type(f"Schedule_{name}", bases, {}) if bases else Pipeline

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from heterospec.replay.schedules.mechanisms import mechanism
-from heterospec.replay.schedules.pipeline import Pipeline
+from heterospec.replay.schedules.pipeline import Pipeline, Write
 
 
 class Path:
@@ -67,9 +67,9 @@ class PartialCache(Pipeline):
         self.path.push(self.prob.t[i])
         return R
 
-    def rewrite_ms(self, i):
+    def rewrite_plan(self, i):
         if self.kept is None:
-            return super().rewrite_ms(i)
-        kept = self.kept
-        full = self.p.target(self.prob.kvt[i], self.prob.t[i], kept.new)
-        return lambda: max(0.0, full - kept.work)
+            return super().rewrite_plan(i)
+        kept, kvt, t = self.kept, self.prob.kvt[i], self.prob.t[i]
+        full = self.p.target(kvt, t, kept.new)
+        return Write(kvt, t, kept.new, full, lambda: max(0.0, full - kept.work))

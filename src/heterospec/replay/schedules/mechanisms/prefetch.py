@@ -8,7 +8,7 @@ Recorded (the paper profiles): the target's work on a rejected step is what the 
 from __future__ import annotations
 
 from heterospec.replay.schedules.mechanisms import mechanism
-from heterospec.replay.schedules.pipeline import Pipeline
+from heterospec.replay.schedules.pipeline import Pipeline, Write
 
 
 @mechanism("prefetch")
@@ -55,8 +55,8 @@ class Prefetch(Pipeline):
         if PF is None:
             return super().failed_rescue_op(i, V, ready_d)
         full = self.p.target(kv, r, PF.new)
-        return self.run("target", self.reuse(full, PF, full), [V], kind="rewrite", disc=True, kv=kv, cap=r,
-                        new=PF.new)
+        return self.target_write(Write(kv, r, PF.new, full, self.reuse(full, PF, full)), [V], kind="rewrite", disc=True,
+                                 kv=kv, cap=r, new=PF.new)
 
     def rewrite(self, i, before, V, ready_d):
         if not self.recorded:
@@ -65,12 +65,13 @@ class Prefetch(Pipeline):
         return recorded_rewrite(self, prob.kvt[i], prob.t[i], self.crit[i], before,
                                 ready_d if not self.rescue[i] else [before], V)
 
-    def rewrite_ms(self, i):
+    def rewrite_plan(self, i):
         prob, PF = self.prob, self.PF
         if prob.outcome[i] != "rescue" or PF is None:
-            return super().rewrite_ms(i)
+            return super().rewrite_plan(i)
         full = self.p.target(prob.kvt[i], prob.t[i], PF.new)
-        return self.reuse(full, PF, self.p.target(prob.kvv[i], prob.t[i], PF.new))
+        return Write(prob.kvt[i], prob.t[i], PF.new, full,
+                     self.reuse(full, PF, self.p.target(prob.kvv[i], prob.t[i], PF.new)))
 
 
 def recorded_rewrite(pl: Pipeline, kv: int, g: int, c, after, start: list, V, disc: bool = False):
@@ -81,7 +82,10 @@ def recorded_rewrite(pl: Pipeline, kv: int, g: int, c, after, start: list, V, di
     run, p = pl.run, pl.p
     new = pl.tc.read(kv)
     if c is not None:
-        return run("target", p.target(kv, c, new) if c > 0 else 0.0, [after], kind="rewrite", disc=disc, ref=V,
-                   kv=kv, cap=g, new=new)
-    PF = run("target", p.target(kv, g, new), start, kind="prefetch", disc=disc, kv=kv, cap=g, new=new)
+        if c <= 0:
+            return run("target", 0.0, [after], kind="rewrite", disc=disc, ref=V, kv=kv, cap=g, new=new)
+        return pl.target_write(Write(kv, c, new, p.target(kv, c, new)), [after], kind="rewrite", disc=disc, ref=V,
+                               kv=kv, cap=g, new=new)
+    PF = pl.target_write(Write(kv, g, new, p.target(kv, g, new)), start, kind="prefetch", disc=disc, kv=kv, cap=g,
+                         new=new)
     return run("target", 0.0, [after, PF], kind="rewrite", ref=V)
