@@ -74,19 +74,29 @@ def test_the_target_alone_in_rounds_by_hand():
     assert simulate_problem(prob, "target_sd", slow)[0]["latency_ms"] == pytest.approx(9 * (4 + 10))
 
 
+STEP_AHEAD_SD = {"name": "x", "prefetch": True, "partial_cache": True, "draft_pipeline": True, "token_speculation": True}
+
+
 def test_drafting_for_the_target_waits_for_the_draft_device():
     """The artifact's v12 window: the target works on a rejected step from the start of its draft. Plainly it runs
-    beside the draft's own step; speculated, its drafting needs the draft device, busy with that very step, and
-    queues behind it (and behind the step drafted ahead)."""
+    beside the draft's own step; speculated from the start (speculative_prefetch), its drafting needs the draft
+    device, busy with that very step, and queues behind it. By default the window decodes plainly until the verdict
+    and speculates the rest after it."""
     prob = rescue_then_accept()
     ctx = Ctx(get_profile("paper_v12"), system(), recorded=True, speculation=SPEC)
     _, plain_ops = simulate_problem(prob, "step_ahead", ctx)
-    _, sd_ops = simulate_problem(prob, "step_ahead_sd", ctx)
-    draft0 = next(o for o in sd_ops if o.kind == "draft")
+    _, eager_ops = simulate_problem(prob, {**STEP_AHEAD_SD, "speculative_prefetch": True}, ctx)
+    _, lazy_ops = simulate_problem(prob, STEP_AHEAD_SD, ctx)
+    draft0 = next(o for o in eager_ops if o.kind == "draft")
     window = next(o for o in plain_ops if o.kind == "prefetch" and o.res == "target")
-    sd_draft = next(o for o in sd_ops if o.kind == "sd_draft")
     assert window.start == pytest.approx(draft0.start)           # plain: beside the draft's own step
-    assert sd_draft.start >= draft0.end - 1e-9                   # speculated: after it, on the same device
+    eager = next(o for o in eager_ops if o.kind == "sd_draft")
+    assert eager.start >= draft0.end - 1e-9                      # speculated: after it, on the same device
+    lazy_window = next(o for o in lazy_ops if o.kind == "prefetch" and o.res == "target")
+    verdict = next(o for o in lazy_ops if o.kind == "verify")
+    lazy = next(o for o in lazy_ops if o.kind == "sd_draft")
+    assert lazy_window.start == pytest.approx(draft0.start) and lazy_window.end <= verdict.end + 1e-9
+    assert lazy.start >= verdict.end - 1e-9
 
 
 def test_speculating_schedules_need_the_numbers():

@@ -141,6 +141,12 @@ class Pipeline:
         new = self.tc.read(kvt)
         return Write(kvt, t, new, self.p.target(kvt, t, new))
 
+    def window_write(self, w: Write, start: list, after, V, disc: bool = False):
+        """The artifact's v12 window: the target writes a rejected step from the start of its draft (``start``), and
+        its output is ready at the later of that work's end and the verdict (``after``)."""
+        PF = self.run("target", w.ms, start, kind="prefetch", disc=disc, kv=w.kv, cap=w.g, new=w.new)
+        return self.run("target", 0.0, [after, PF], kind="rewrite", ref=V)
+
     def target_write(self, w: Write, deps: list, **kw):
         """Issue a target write: one operation on the target, decoding token by token (token-level speculation
         replaces it with draft and verify work: :mod:`.mechanisms.token_speculation`)."""

@@ -86,6 +86,4 @@ def recorded_rewrite(pl: Pipeline, kv: int, g: int, c, after, start: list, V, di
             return run("target", 0.0, [after], kind="rewrite", disc=disc, ref=V, kv=kv, cap=g, new=new)
         return pl.target_write(Write(kv, c, new, p.target(kv, c, new)), [after], kind="rewrite", disc=disc, ref=V,
                                kv=kv, cap=g, new=new)
-    PF = pl.target_write(Write(kv, g, new, p.target(kv, g, new)), start, kind="prefetch", disc=disc, kv=kv, cap=g,
-                         new=new)
-    return run("target", 0.0, [after, PF], kind="rewrite", ref=V)
+    return pl.window_write(Write(kv, g, new, p.target(kv, g, new)), start, after, V, disc)

@@ -12,8 +12,13 @@ token), the link carries them and brings the verdict back, the target verifies t
 The write is two operations: the draft's share on the **draft device**, then the target's share (verify passes and
 link) on the target. Uncontended, that is the rounds' latency (draft and verify alternate; nothing overlaps within a
 write). The draft device is one resource: drafting for a rewrite queues behind the draft's own steps and the steps
-it drafts ahead, which is the contention between the two levels of speculation. What a prefetch already wrote
-(plain decoding: a prefetch is not speculated here) is not written again: the rounds start after the tokens it got.
+it drafts ahead, which is the contention between the two levels of speculation.
+
+A prefetch runs while the draft device writes the step, so by default (``speculative_prefetch: false``) it decodes
+plainly and only what is left of the step after the verdict is written in rounds (what the prefetch wrote is not
+written again). With ``speculative_prefetch: true`` the artifact's v12 window (the target works on a rejected step
+from the start of its draft) speculates from the start and its drafting queues behind the draft's own step. The
+simulated prefetch (hardware and measured profiles) always decodes plainly.
 """
 from __future__ import annotations
 
@@ -35,13 +40,23 @@ def rounds_ms(p, ctx, spec, kv: int, g: int) -> tuple[float, float]:
     return draft, target
 
 
-@mechanism("token_speculation")
+@mechanism("token_speculation", options={"speculative_prefetch": False})
 class TokenSpeculation(Pipeline):
     def __init__(self, prob, ctx, eng, options):
         super().__init__(prob, ctx, eng, options)
         if ctx.speculation is None:
             raise UserError("schedule with token_speculation: the replay has no replay.token_speculation settings")
         self.spec = ctx.speculation
+        self.speculative_prefetch = options["speculative_prefetch"]
+
+    def window_write(self, w: Write, start: list, after, V, disc: bool = False):
+        if self.speculative_prefetch:   # speculated from the start: its drafting waits for the draft device
+            PF = self.target_write(w, start, kind="prefetch", disc=disc, kv=w.kv, cap=w.g, new=w.new)
+            return self.run("target", 0.0, [after, PF], kind="rewrite", ref=V)
+        # plain while the draft writes the step, cut at the verdict; the rest in rounds
+        PF = self.run("target", w.full, start, until=after, kind="prefetch", disc=disc, kv=w.kv, cap=w.g, new=w.new)
+        rest = Write(w.kv, w.g, w.new, w.full, lambda: max(0.0, w.full - PF.work))
+        return self.target_write(rest, [after, PF], kind="rewrite", ref=V, disc=disc, kv=w.kv, cap=w.g, new=w.new)
 
     def split(self, w: Write):
         """A callable (evaluated once, when the write starts) giving (draft ms, target ms) of what is left of ``w``."""
