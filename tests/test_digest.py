@@ -34,6 +34,7 @@ MUST_MOVE = {
     "replay_import": ["replay.format", "replay.traces"],
     "replay": ["replay.engine", "replay.prefix_cache", "models.target.arch", "schedule.prefetch"],
     "report_ours": ["replay.engine", "models.target.arch", "schedule.prefetch", "collect.limit"],
+    "report_tau_sweep": ["replay.engine", "models.target.arch", "collect.limit", "replay.token_speculation.source"],
     "replay_validate": ["replay.engine", "models.prm.arch", "schedule.prefetch", "system.link"],
     "dfvg_collect": ["dfvg.prompts", "dfvg.tree", "models.target.dtype", "system.torch_devices.draft"],
     "dfvg_replay": ["dfvg.tree", "models.draft.arch", "replay.call_overhead_ms"],

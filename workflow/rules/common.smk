@@ -12,6 +12,7 @@ from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths, model_dir, prm_learns_from
 from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
+from heterospec.report.tau_sweep import sweep_path
 from heterospec.report.sweep import parse_sweep, sweep_name
 
 try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra config it names, composed once
@@ -127,6 +128,20 @@ def ours_outputs():
     return [str(ours_path(PATHS))]
 
 
+def tau_sweep_outputs():
+    """Token-level speculation priced over tau on the paper's systems, for our traces and the artifact's."""
+    if not (ours_outputs() or replay_outputs()) or not ours_profiles(CFG):
+        return []
+    if CFG.replay.token_speculation.tau.get(str(CFG.replay.token_speculation.strategy)) is None:
+        return []
+    return [str(sweep_path(PATHS))]
+
+
+def tau_sweep_inputs(wildcards):
+    events = [str(PATHS.replay_events(ts)) for ts in CFG.replay.trace_sets] if replay_outputs() else []
+    return collections() + events
+
+
 def paper_outputs():
     """The paper's Table III beside ours (empty without the artifact's reference file), whenever table3 is drawn."""
     return [str(paper_table3_path(PATHS))] if evaluations() and collections() else []
@@ -197,6 +212,7 @@ def stage_outputs():
         *hls_outputs(),
         *dfvg_outputs(),
         *ours_outputs(),
+        *tau_sweep_outputs(),
         *paper_outputs(),
     ]
 
@@ -244,6 +260,8 @@ FIGURE_SOURCES = {
     "figure8": replays,
     "figure10": replays,
     "time_shares": replays,
+    "methods": replays,
+    "tau_sweep": tau_sweep_outputs,
     "replay_validation": validation_outputs,
     "dfvg_tau": dfvg_outputs,
     "dfvg_speedups": dfvg_outputs,

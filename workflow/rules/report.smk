@@ -22,6 +22,22 @@ rule report_ours:
         "python -m heterospec.report ours {params.hydra} 2>&1 | tee {log}"
 
 
+rule report_tau_sweep:
+    input:
+        tau_sweep_inputs,
+    output:
+        sweep_path(PATHS),
+    log:
+        PATHS.log("report_tau_sweep"),
+    conda:
+        "../envs/heterospec.yaml"
+    params:
+        spec=spec("report_tau_sweep"),
+        hydra=HYDRA,
+    shell:
+        "python -m heterospec.report tau-sweep {params.hydra} 2>&1 | tee {log}"
+
+
 rule paper_table3:
     input:
         [str(p) for p in [Path(str(CFG.paths.heteroreason_ae)) / PAPER_TABLE3] if p.is_file()],

@@ -4,6 +4,7 @@
     python -m heterospec.report sweep --out results/<sweep>/sweep/points.parquet --point RUN KEY=VALUE ...
     python -m heterospec.report ours [overrides]           our collect traces replayed on the paper's systems
     python -m heterospec.report paper-table3 [overrides]   the artifact's Table III, when a checkout is configured
+    python -m heterospec.report tau-sweep [overrides]      target and step-level speculation priced over tau
 """
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def main(argv: list[str]) -> None:
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--point", nargs="+", action="append", required=True, metavar=("RUN", "KEY=VALUE"))
     for command, text in [("ours", "replay our collect traces on the paper's systems"),
-                          ("paper-table3", "import the artifact's Table III")]:
+                          ("paper-table3", "import the artifact's Table III"),
+                          ("tau-sweep", "price token-level speculation over tau on the paper's systems")]:
         sub.add_parser(command, help=text).add_argument("overrides", nargs="*", help="Hydra overrides")
     args = p.parse_args(argv)
     if args.command == "figure":
@@ -81,6 +83,9 @@ def main(argv: list[str]) -> None:
         cfg, paths = stage.compose(args)
         if args.command == "ours":
             sources.replay_ours(cfg, paths, args.overrides)
+        elif args.command == "tau-sweep":
+            from heterospec.report.tau_sweep import tau_sweep
+            tau_sweep(cfg, paths, args.overrides)
         else:
             sources.paper_table3(cfg, paths)
 

@@ -72,6 +72,60 @@ def figure8(rows):
                           lambda r: f"{r['design']}: {_system(r['system'])}", _design_order, "design: system")
 
 
+METHOD_ORDER = ("target", "target + token spec.", "RSD", "RSD + token spec.", "BRSD", "BRSD + token spec.")
+SPEC_COLORS = {"target": "tab:purple", "target + token spec.": "plum", "RSD": "tab:blue",
+               "RSD + token spec.": "lightsteelblue", "BRSD": "tab:orange", "BRSD + token spec.": "navajowhite"}
+
+
+def _method_key(m: str) -> int:
+    return METHOD_ORDER.index(m) if m in METHOD_ORDER else len(METHOD_ORDER)
+
+
+def methods(rows):
+    """Figure 8 with token-level speculation: per system, the target alone (plain, with token-level speculation)
+    against RSD / BRSD (plain, with token-level speculation in their target writes)."""
+    sets = list(dict.fromkeys((r["trace_set"], r["dataset"], r["profile"]) for r in rows))
+    fig, axes = panels(len(sets), width=4.6, height=3.2, ncols=min(len(sets), 3),
+                       title="Step-level vs token-level speculation per system (the paper's designs: T2 on 3 GPUs, "
+                             "T1+T2 with the FPGA draft)")
+    for ax, key in zip(axes, sets):
+        pts = [r for r in rows if (r["trace_set"], r["dataset"], r["profile"]) == key]
+        grouped_bars(ax, pts, lambda r: _system(r["system"]), lambda r: r["method"], "latency_s",
+                     "latency per problem (s)", labels=True, hue_key=_method_key, colors=SPEC_COLORS)
+        ax.set_title(f"traces {key[0]}, {key[1]}, profile {key[2]}", fontsize=8)
+    legend_right(fig, axes, "method")
+    return fig
+
+
+def tau_sweep(rows):
+    """Latency against tau (tokens per verification round) per system: the target alone with token-level
+    speculation and step-level speculation with it (lines), their plain counterparts (dashed, flat)."""
+    keys = list(dict.fromkeys((r["trace_set"], r["dataset"], r["profile"], r["system"]) for r in rows))
+    systems = list(dict.fromkeys(k[3] for k in keys))
+    sets = list(dict.fromkeys(k[:3] for k in keys))
+    fig, axes = panels(len(sets) * len(systems), width=3.6, height=2.8, ncols=len(systems))
+    fig.suptitle("Where step-level speculation stops paying: latency against the draft's tau", y=1.005)
+    for i, s in enumerate(sets):
+        for j, system in enumerate(systems):
+            ax = axes[i * len(systems) + j]
+            pts = [r for r in rows if (r["trace_set"], r["dataset"], r["profile"], r["system"]) == (*s, system)]
+            taus = sorted({r["tau"] for r in pts if r["tau"] is not None})
+            for m in sorted(dict.fromkeys(r["method"] for r in pts), key=_method_key):
+                mine = [r for r in pts if r["method"] == m]
+                color = SPEC_COLORS.get(m.replace(" + token spec.", ""))
+                if mine and mine[0]["tau"] is None:
+                    ax.plot([taus[0], taus[-1]] if taus else [1, 1], [mine[0]["latency_s"]] * 2, ls="--",
+                            color=color, label=m)
+                else:
+                    xy = sorted((r["tau"], r["latency_s"]) for r in mine)
+                    ax.plot(*zip(*xy), marker="o", ms=3, color=color, label=m)
+            ax.set_title(f"{_system(system)}: {s[0]}, {s[1]} ({s[2]})", fontsize=7)
+            ax.set_xlabel("tau (tokens per round)")
+            ax.set_ylabel("latency per problem (s)")
+    legend_right(fig, axes, "method (dashed: plain decoding)")
+    return fig
+
+
 def figure10(rows):
     """Figure 10: the ablation baseline → +T2 → +T1, speedup over the 3-GPU baseline, with and without backtracking."""
     order = {"baseline": 0, "+T2": 1, "+T1": 2}
@@ -258,7 +312,9 @@ FIGURES: dict[str, Figure] = {
     "table3": Figure("table3_vs_paper", table3, "Accuracy"),
     "figure8": Figure("replay_figure8", figure8, "Replay"),
     "figure10": Figure("replay_figure10", figure10, "Replay"),
-    "time_shares": Figure("replay_summary", time_shares, "Replay"),
+    "time_shares": Figure("replay_time_shares", time_shares, "Replay"),
+    "methods": Figure("replay_methods", methods, "Replay"),
+    "tau_sweep": Figure("tau_sweep_design", tau_sweep, "Replay"),
     "replay_validation": Figure("replay_validation", replay_validation, "Replay"),
     "dfvg_tau": Figure("dfvg_summary", dfvg_tau, "DFVG"),
     "dfvg_speedups": Figure("dfvg_speed", dfvg_speedups, "DFVG"),

@@ -40,6 +40,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "dfvg_replay": "results/*/dfvg/replay.parquet",
     "sweep_points": "results/*/sweep/points.parquet",
     "paper_table3": "results/*/report/paper_table3.parquet",
+    "tau_sweep": "results/*/report/tau_sweep.parquet",          # heterospec.report.tau_sweep
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -86,6 +87,30 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
         WHERE (s.system = 'gpu3' AND s.schedule IN ('sequential', 'step_ahead'))
            OR (s.system <> 'gpu3' AND s.schedule = 'hetero')
         ORDER BY s.run, s.trace_set, s.dataset, s.profile, speedup_vs_3gpu"""),
+    # the time and energy shares of the paper's designs (the speculating schedules are in replay_methods)
+    "replay_time_shares": (("replay_results",), """
+        SELECT * FROM replay_summary
+        WHERE schedule IN ('sequential', 'step_ahead', 'prefetch_only', 'hetero') ORDER BY ALL"""),
+    # step-level against token-level speculation per system (the paper's designs: T2 on the GPUs, T1+T2 with the
+    # FPGA draft): the target alone, plain or with token-level speculation, and RSD / BRSD, plain or with
+    # token-level speculation in their target writes (replay.token_speculation prices the rounds)
+    "replay_methods": (("replay_results",), """
+        WITH m AS (
+          SELECT *, CASE WHEN trace_set IN ('ours_rsd', 'no_bt') THEN 'RSD' ELSE 'BRSD' END AS step_level
+          FROM replay_summary
+          WHERE (system = 'gpu3' AND schedule IN ('step_ahead', 'step_ahead_sd', 'target_only', 'target_sd'))
+             OR (system <> 'gpu3' AND schedule IN ('hetero', 'hetero_sd', 'target_only', 'target_sd')))
+        SELECT m.run, m.trace_set, m.dataset, m.profile, m.system,
+               CASE WHEN m.schedule = 'target_only' THEN 'target'
+                    WHEN m.schedule = 'target_sd' THEN 'target + token spec.'
+                    WHEN m.schedule LIKE '%_sd' THEN m.step_level || ' + token spec.'
+                    ELSE m.step_level END AS method,
+               m.schedule, m.problems, m.latency_s, m.goodput_tok_s, m.j_per_token,
+               round(t.latency_s / m.latency_s, 3) AS speedup_vs_target
+        FROM m LEFT JOIN replay_summary t
+          ON t.run = m.run AND t.trace_set = m.trace_set AND t.dataset = m.dataset AND t.profile = m.profile
+         AND t.system = m.system AND t.schedule = 'target_only'
+        ORDER BY ALL"""),
     # the paper's Figure 10: ablation baseline, +T2, +T1, on traces with and without backtracking
     "replay_figure10": (("replay_results",), """
         SELECT run, dataset, profile, trace_set,
@@ -171,6 +196,26 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                c.target_step_share, 'measured', 'measured: ' || c.executor, 'this machine', c.executor,
                c.mean_latency_s
         FROM sweep_points p JOIN collect_summary c ON c.run = p.point_run"""),
+    # the tau sweep, per system's design: speculating schedules against the plain ones, and the smallest tau at which
+    # the target alone with token-level speculation is at least as fast as step-level speculation with it
+    "tau_sweep_design": (("tau_sweep",), """
+        SELECT run, trace_set, dataset, profile, system,
+               CASE WHEN schedule LIKE 'target%' THEN 'target' WHEN trace_set IN ('ours_rsd', 'no_bt') THEN 'RSD'
+                    ELSE 'BRSD' END || CASE WHEN tau IS NULL THEN '' ELSE ' + token spec.' END AS method,
+               schedule, tau, draft_len, problems, latency_s
+        FROM tau_sweep
+        WHERE (system = 'gpu3' AND schedule NOT LIKE 'hetero%') OR (system <> 'gpu3' AND schedule NOT LIKE 'step_ahead%')
+        ORDER BY ALL"""),
+    "tau_breakeven": (("tau_sweep",), """
+        SELECT t.run, t.trace_set, t.dataset, t.profile, t.system,
+               min(t.tau) FILTER (WHERE t.latency_s <= s.latency_s) AS target_sd_wins_from_tau,
+               max(t.tau) AS max_tau_swept
+        FROM tau_sweep t JOIN tau_sweep s
+          ON s.run = t.run AND s.trace_set = t.trace_set AND s.dataset = t.dataset AND s.profile = t.profile
+         AND s.system = t.system AND s.tau = t.tau
+         AND s.schedule = CASE WHEN t.system = 'gpu3' THEN 'step_ahead_sd' ELSE 'hetero_sd' END
+        WHERE t.schedule = 'target_sd'
+        GROUP BY ALL ORDER BY ALL"""),
     # DFVG: τ = tokens per verification round (accepted drafted tokens + the target's own), acceptance = accepted /
     # longest path, draft efficiency = accepted / verified nodes
     "dfvg_summary": (("dfvg_rounds",), """
