@@ -35,6 +35,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "collect_kvmu": "results/*/collect/*/*/*/kvmu.parquet",
     "collect_steps": "results/*/collect/*/*/*/steps.parquet",       # the controller's steps (collect_steps/v1)
     "collect_repeats": "results/*/collect/*/*/*/repeats.parquet",   # every round's timings (collect.repeats)
+    "collect_rounds": "results/*/collect/*/*/*/rounds.parquet",     # speculative target writes' rounds (v1)
     "dfvg_generations": "results/*/dfvg/*/generations.parquet",
     "dfvg_rounds": "results/*/dfvg/*/rounds.parquet",
     "dfvg_replay": "results/*/dfvg/replay.parquet",
@@ -143,6 +144,14 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(sum(draft_processed) / sum(draft_tokens + draft_ingested), 4) AS draft_kv_reuse_ratio,
                round(avg(latency_s), 4) AS mean_latency_s
         FROM collect_problems GROUP BY ALL ORDER BY run, dataset, algorithm, executor"""),
+    # token-level speculation in the target's writes, per call: rounds, tokens drafted and accepted, and τ (tokens
+    # per verification round: the accepted drafted tokens plus the target's own), the rounds' draft and verify time
+    "collect_call_acceptance": (("collect_rounds",), """
+        SELECT run, models, dataset, algorithm, executor, problem_id, step_idx, step, attempt, outcome, start_ns,
+               any_value(strategy) AS strategy, count(*) AS rounds, sum(nodes) AS verified, sum(drafted) AS drafted,
+               sum(accepted) AS accepted, sum(kept) AS kept, round(avg(accepted + 1), 3) AS tau,
+               round(sum(draft_ms), 3) AS draft_ms, round(sum(verify_ms), 3) AS verify_ms
+        FROM collect_rounds GROUP BY ALL ORDER BY ALL"""),
     # measured speedup of the step-ahead executor over the sequential baseline on the same problems
     "step_ahead_speedup": (("collect_problems",), """
         SELECT s.run, s.dataset, s.algorithm, count(*) AS problems,
