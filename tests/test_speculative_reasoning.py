@@ -5,8 +5,11 @@ leaves its rounds in ``collect_rounds/v1``; ``target_sd`` writes target-only's o
 any model loads."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
+from conftest import run_cmd
 from heterospec.collect import merge, run_shard
 from heterospec.config import compose_config
 from heterospec.errors import UserError
@@ -164,6 +167,19 @@ def test_unknown_strategy_is_one_line(trio, tmp_path, no_model_loads, key):  # n
             evaluate(cfg, paths, "synthetic", "target_sd", ov, tmp_path / "x.parquet")
         else:
             Session(cfg, checkpoints, processes=False)
+
+
+@pytest.mark.parametrize("stage, key", [("collect", "target_decoding"), ("evaluate", "target_sd")])
+def test_unknown_strategy_on_the_command_line_is_one_line(tmp_path, stage, key):
+    """Before anything else is read: here no model was ever trained."""
+    args = ["run", "--dataset", "synthetic", "--algorithm", "rsd", "--executor", "sequential"] if stage == "collect" \
+        else ["--dataset", "synthetic", "--method", "target_sd"]
+    r = run_cmd([sys.executable, "-m", f"heterospec.{stage}", *args, "experiment=ci", f"algorithm.{key}=chian"],
+                cwd=tmp_path)
+    expected = "['plain', 'chain', 'hf_heuristic', 'feedback', 'tree']" if stage == "collect" else \
+        "['chain', 'hf_heuristic', 'feedback', 'tree']"
+    assert r.returncode == 2 and r.stderr.strip() == \
+        f"heterospec: algorithm.{key}=chian: not a token-level strategy; expected one of {expected}", r.stderr
 
 
 def test_tree_wider_than_the_draft_devices_lanes_is_one_line(trio, no_model_loads):  # noqa: F811

@@ -91,6 +91,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     """Collect one shard; returns the paths of its tables."""
     from heterospec.models.manifest import read_manifest
     from heterospec.reasoning.session import Session
+    from heterospec.speculative.stepwise import check_strategy
     from heterospec.tasks import load_problems
 
     i, n = parse_shard(shard)
@@ -98,6 +99,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     if repeats < 1:
         raise UserError(f"collect.repeats is {repeats}, expected 1 or more")
     alg = compose_config([*overrides, f"algorithm={algorithm}"]).algorithm
+    check_strategy(str(alg.target_decoding), "algorithm.target_decoding", plain=True)   # before anything is read
     problems = load_problems(dataset_config(cfg, dataset, overrides), cfg.collect.limit)
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
     out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}

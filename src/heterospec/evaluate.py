@@ -50,10 +50,13 @@ def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[st
     from heterospec.models.loading import load_tokenizer
     from heterospec.models.prompts import format_prompt
     from heterospec.models.manifest import read_manifest
+    from heterospec.speculative.stepwise import check_strategy
     from heterospec.tasks import load_problems
 
     if method not in EVAL_METHODS:
         raise UserError(f"--method {method}: expected one of {list(EVAL_METHODS)}")
+    if method == "target_sd":
+        check_strategy(str(cfg.algorithm.target_sd), "algorithm.target_sd")    # before anything is read
     role = EVAL_ROLES[method][0]
     manifests = {r: read_manifest(paths.model_manifest(r))["path"] for r in EVAL_ROLES[method]}
     if method == "target_sd":     # bad input stops here, before any model loads

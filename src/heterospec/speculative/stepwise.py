@@ -80,6 +80,13 @@ class SpeculativeRecipe:
         return SpeculativeDecoding(decoder, self.strategy, OmegaConf.create(self.knobs), self.lanes)
 
 
+def check_strategy(strategy: str, key: str, plain: bool = False) -> None:
+    """``strategy`` (the value of config ``key``) names a token-level strategy (or, with ``plain``, is ``plain``)."""
+    if strategy not in STRATEGIES and not (plain and strategy == "plain"):
+        expected = ["plain", *STRATEGIES] if plain else list(STRATEGIES)
+        raise UserError(f"{key}={strategy}: not a token-level strategy; expected one of {expected}")
+
+
 def speculative_recipe(cfg, strategy: str, key: str, draft_path: str, target_path: str) -> SpeculativeRecipe:
     """The recipe of a target that writes with token-level speculation: ``strategy`` (the config ``key`` that names
     it) with the ``dfvg`` section's knobs, the tree bounded by the lanes of the run's draft device where it has some
@@ -90,8 +97,7 @@ def speculative_recipe(cfg, strategy: str, key: str, draft_path: str, target_pat
     from heterospec.config.hardware import Device
     from heterospec.models.loading import load_tokenizer
 
-    if strategy not in STRATEGIES:
-        raise UserError(f"{key}={strategy}: not a token-level strategy; expected one of {list(STRATEGIES)}")
+    check_strategy(strategy, key)
     draft_device = Device.of(cfg.system.draft)
     lanes = draft_device.fabric.draft_lanes if draft_device.fabric is not None else None
     make_strategy(strategy, cfg.dfvg, lanes, draft_device.name)     # checks the tree against the lanes

@@ -118,7 +118,8 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
                round(100 * avg(abs(rel_error)), 2) AS mae_pct
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
-    # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor)
+    # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor); the
+    # token-level baseline target_sd beside the single models
     "table3": (("evaluations", "collect_problems"), """
         SELECT * FROM (
             SELECT run, models, dataset, method, count(*) AS problems,
@@ -128,8 +129,8 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                   SELECT run, models, dataset, algorithm AS method, correct FROM collect_problems
                   WHERE executor = 'sequential')
             GROUP BY run, models, dataset, method)
-        ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1
-                                           WHEN 'rsd' THEN 2 WHEN 'brsd' THEN 3 ELSE 4 END"""),
+        ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1 WHEN 'target_sd' THEN 2
+                                           WHEN 'rsd' THEN 3 WHEN 'brsd' THEN 4 ELSE 5 END"""),
     # Table III beside the paper's (the artifact's table3_accuracy_reference.json, when a checkout is configured)
     "table3_vs_paper": (("table3", "paper_table3"), """
         SELECT run, 'ours' AS source, models, dataset, method, problems, accuracy FROM table3
