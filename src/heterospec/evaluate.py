@@ -58,11 +58,11 @@ def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[st
     if method == "target_sd":
         check_strategy(str(cfg.algorithm.target_sd), "algorithm.target_sd")    # before anything is read
     role = EVAL_ROLES[method][0]
+    ds = dataset_config(cfg, dataset, overrides)
+    problems = load_problems(ds, cfg.eval_limit)
     manifests = {r: read_manifest(paths.model_manifest(r))["path"] for r in EVAL_ROLES[method]}
     if method == "target_sd":     # bad input stops here, before any model loads
         generate = speculative_generator(cfg, manifests["draft"], manifests["target"])
-    ds = dataset_config(cfg, dataset, overrides)
-    problems = load_problems(ds, cfg.eval_limit)
     tokenizer = load_tokenizer(manifests[role])
     if method != "target_sd":
         generate = plain_generator(cfg, role, manifests[role], tokenizer)
