@@ -121,7 +121,7 @@ def test_ci_experiment_end_to_end(tmp_path):
     q = heterospec("query", "SELECT method, problems FROM accuracy WHERE run = 'ci' ORDER BY method",
                    "--db", str(db), "--format", "json")
     assert q.returncode == 0, q.stderr
-    assert json.loads(q.stdout) == [{"method": "draft_only", "problems": 20}, {"method": "target_only", "problems": 20}]
+    assert json.loads(q.stdout) == [{"method": m, "problems": 20} for m in ("draft_only", "target_only", "target_sd")]
     q = heterospec("query", "SELECT problems, prm_auroc FROM model_quality", "--db", str(db), "--format", "json")
     assert json.loads(q.stdout)[0]["problems"] == 20
     again = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci")

@@ -65,8 +65,11 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
     import heterospec
     # not repeats: raising it keeps the journaled first repeats and runs only the new ones
     collect = OmegaConf.masked_copy(cfg.collect, [k for k in cfg.collect if k != "repeats"])
+    # a speculative target also reads the strategies' knobs and the draft device (heterospec.config.digest)
+    speculation = OmegaConf.masked_copy(cfg.dfvg, ["chain_length", "hf_start", "feedback", "tree", "draft_kernel"])
     parts = [OmegaConf.to_yaml(n, resolve=True) for n in
-             (dataset_config(cfg, dataset), alg, cfg.models, collect, cfg.system.torch_devices)]
+             (dataset_config(cfg, dataset), alg, cfg.models, collect, cfg.system.torch_devices, speculation,
+              cfg.system.draft)]
     parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in TABLES.values())]
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()
@@ -88,6 +91,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     """Collect one shard; returns the paths of its tables."""
     from heterospec.models.manifest import read_manifest
     from heterospec.reasoning.session import Session
+    from heterospec.speculative.stepwise import check_strategy
     from heterospec.tasks import load_problems
 
     i, n = parse_shard(shard)
@@ -95,6 +99,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     if repeats < 1:
         raise UserError(f"collect.repeats is {repeats}, expected 1 or more")
     alg = compose_config([*overrides, f"algorithm={algorithm}"]).algorithm
+    check_strategy(str(alg.target_decoding), "algorithm.target_decoding", plain=True)   # before anything is read
     problems = load_problems(dataset_config(cfg, dataset, overrides), cfg.collect.limit)
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
     out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}
@@ -114,7 +119,9 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
                                 f"run the quantize stage first (python -m heterospec.quantize)")
             checkpoints["draft"] = str(paths.quantized_draft.parent.resolve())
         use_processes = cfg.collect.processes if processes is None else processes
-        with Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role) as session:
+        # the target speculates with the float draft, whatever the run's draft is (a W8A8 export is the FPGA's)
+        with Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role, alg=alg,
+                     speculative_draft=read_manifest(paths.model_manifest("draft"))["path"]) as session:
             ex = session.executor(executor, alg)
             correct = 0
             bar = tqdm(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from heterospec.errors import UserError
+from heterospec.paths import EVAL_ROLES
 from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
 
 ROLES = ("draft", "prm", "target")
@@ -141,10 +142,11 @@ class JobSizes:
         return Need(threads=1, gpu=0, mem_mb=self.serving_mb(ROLES), runtime=self._minutes(seconds))
 
     def _evaluate(self, dataset: str, method: str) -> Need:
-        role = method.removesuffix("_only")
+        roles = EVAL_ROLES[method]          # target_sd: the draft beside the target, on its device
+        role = roles[0]
         n = dataset_problems(self.datasets[dataset], int(self.cfg.eval_limit))
         seconds = n * int(self.cfg.eval_max_new_tokens) * self.token_s(role)
-        return Need(threads=1, gpu=cuda_gpus([self.devices[role]]), mem_mb=self.serving_mb((role,)),
+        return Need(threads=1, gpu=cuda_gpus([self.devices[role]]), mem_mb=self.serving_mb(roles),
                     runtime=self._minutes(seconds))
 
     def _quantize(self) -> Need:

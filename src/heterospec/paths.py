@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROLES = ("draft", "prm", "target")
-EVAL_METHODS = ("draft_only", "target_only")
+EVAL_METHODS = ("draft_only", "target_only", "target_sd")
+# the trained roles each evaluate method loads, the one whose tokens it writes first (target_sd: the draft drafts)
+EVAL_ROLES = {"draft_only": ("draft",), "target_only": ("target",), "target_sd": ("target", "draft")}
 DUCKDB_FILE = Path("results") / "heterospec.duckdb"
 
 

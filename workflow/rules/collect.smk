@@ -11,6 +11,7 @@ rule collect_shard:
         problems=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "problems"),
         kvmu=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "kvmu"),
         repeats=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "repeats"),
+        rounds=PATHS.collect_shard("{dataset}", "{algorithm}", "{executor}", "{shard}", "rounds"),
     log:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_{shard}"),
     benchmark:
@@ -39,6 +40,7 @@ rule collect_merge:
         problems=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "problems"),
         kvmu=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "kvmu"),
         repeats=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "repeats"),
+        rounds=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "rounds"),
     log:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_merge"),
     conda:

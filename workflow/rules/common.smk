@@ -9,7 +9,7 @@ from heterospec.config.digest import ResolvedRun, digest
 from heterospec.config.snakemake import run_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
-from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, ROLES, RunPaths, model_dir, prm_learns_from
+from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
 from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
 from heterospec.report.tau_sweep import sweep_path
@@ -43,12 +43,18 @@ MODEL_DIR = str(model_dir(PATHS.root.parent, "{role}", "{model_key}"))
 
 
 def eval_inputs(wildcards):
-    role = wildcards.method.removesuffix("_only")
-    inputs = {"manifest": str(PATHS.model_manifest(role))}
+    """The models the method loads (target_sd: the draft too), and the benchmark file."""
+    inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in EVAL_ROLES[wildcards.method]]}
     ds = RESOLVED.dataset(wildcards.dataset)
     if ds.kind != "synthetic":
         inputs["data"] = ds.path
     return inputs
+
+
+def eval_spec(wildcards):
+    """The evaluate rule's params.spec: target_sd also reads its strategy and the speculation knobs."""
+    reads = "evaluate_target_sd" if wildcards.method == "target_sd" else "evaluate"
+    return RESOLVED.spec(reads, dict(wildcards.items()))
 
 
 def need(stage, field):

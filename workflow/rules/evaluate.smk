@@ -1,4 +1,5 @@
-# evaluate: draft-only and target-only greedy decoding, the single-model rows of Table III.
+# evaluate: draft-only and target-only greedy decoding, the single-model rows of Table III, and the target alone with
+# token-level speculation (target_sd).
 
 
 rule evaluate:
@@ -17,7 +18,7 @@ rule evaluate:
         mem_mb=need("evaluate", "mem_mb"),
         runtime=need("evaluate", "runtime"),
     params:
-        spec=spec("evaluate"),
+        spec=eval_spec,
         hydra=HYDRA,
     shell:
         "python -m heterospec.evaluate --dataset {wildcards.dataset} --method {wildcards.method}"

@@ -25,12 +25,20 @@ class Entries:
     names: str | tuple[str, ...]    # a config key listing the names, a wildcard ("{dataset}"), or the names
 
 
+# What token-level speculation with the run's draft reads (a speculative target write, the target_sd method): the
+# strategies' knobs and the draft device, whose fpga.draft_lanes bound the tree
+SPECULATION = ("dfvg.chain_length", "dfvg.hf_start", "dfvg.feedback", "dfvg.tree", "dfvg.draft_kernel",
+               Entries("hardware@system.draft", "system.draft", "system.draft.name"))
+
 READS: dict[str, tuple[str | Entries, ...]] = {
     "config": ("",),                                           # the whole resolved config
     "evaluate": (Entries("dataset", "dataset", "{dataset}"), "eval_limit", "eval_max_new_tokens", "models", "seed",
                  "system.torch_devices"),
+    # the evaluate rule's target_sd method: what the others read, and its strategy (heterospec.evaluate)
+    "evaluate_target_sd": (Entries("dataset", "dataset", "{dataset}"), "eval_limit", "eval_max_new_tokens", "models",
+                           "seed", "system.torch_devices", "algorithm.target_sd", *SPECULATION),
     "collect_shard": (Entries("dataset", "dataset", "{dataset}"), Entries("algorithm", "algorithm", "{algorithm}"),
-                      "models", "system.torch_devices", "collect"),
+                      "models", "system.torch_devices", "collect", *SPECULATION),
     "quantize": ("quantize", "models", "eval_limit", "system.torch_devices"),
     "hls_codegen": ("hls", "models.draft"),
     "hls_csim": ("hls", "models.draft", "models.prompt"),

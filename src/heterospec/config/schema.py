@@ -112,6 +112,13 @@ class AlgorithmConfig:
     max_tokens_per_call: int = 2048
     temperature: float = 0.0         # 0 = greedy
     seed: int = 43
+    # how the target writes its steps (rescues, backtrack rewrites, partial resumes): plain decoding, or token-level
+    # speculation with the run's draft and one of DFVG's strategies (knobs: the dfvg section); lossless when greedy
+    target_decoding: str = "plain"   # plain | chain | hf_heuristic | feedback | tree
+    # step_ahead executor, speculative target: the prefetch speculates too (on a real system it would compete with the
+    # draft device drafting the step) or decodes plainly
+    speculative_prefetch: bool = False
+    target_sd: str = "chain"         # the strategy of the evaluate stage's target_sd method
 
 
 # ----------------------------------------------------------------------------- hardware / system

@@ -6,7 +6,8 @@
   the same context), and the draft writes the next step while the PRM verifies this one (kept on
   accept, cancelled on reject).
 
-For greedy decoding both make the same decisions: only the timing differs. Every model call is
+For greedy decoding both make the same decisions: only the timing differs. How the target writes (plainly or with
+token-level speculation, :mod:`heterospec.speculative.stepwise`) changes neither. Every model call is
 recorded with the step it served and what became of it: a draft proposal and each PRM call carry the verdict
 the controller settles on that step (:data:`heterospec.reasoning.controller.VERDICTS`), never one worked out here.
 """
@@ -25,6 +26,7 @@ class Recorder:
     t0: int = field(default_factory=time.perf_counter_ns)
     rows: list[dict] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)
+    rounds: list[tuple[dict, list[dict]]] = field(default_factory=list)  # a speculative call's row and its rounds
 
     def add(self, calls: list[Call], role: str, device: str, step: int, attempt: int, outcome: str,
             score: float | None = None, step_idx: int | None = None) -> list[dict]:
@@ -34,7 +36,18 @@ class Recorder:
                     tokens_out=c.tokens_out, kv_len=c.kv_len, start_ns=c.start_ns - self.t0,
                     end_ns=c.end_ns - self.t0, prm_score=score, outcome=outcome) for c in calls]
         self.rows.extend(new)
+        self.rounds += [(row, c.rounds) for row, c in zip(new, calls) if c.rounds]
         return new
+
+    def round_rows(self) -> list[dict]:
+        """One row per token-level verification round of a speculative call (collect_rounds/v1), with its call's
+        step and final outcome and its ``start_ns``, which joins it to the call's row."""
+        keys = ("step_idx", "step", "attempt", "outcome", "start_ns")
+        return [dict({k: row[k] for k in keys}, round=i, strategy=r["strategy"], nodes=r["nodes"], depth=r["depth"],
+                     width=r["width"], drafted=r["drafted"], carried=r["carried"], accepted=r["accepted"],
+                     kept=r["kept"], draft_passes=r["draft_passes"], draft_ms=r["draft_ms"],
+                     verify_ms=r["verify_ms"], kv_target=r["kv_target"])
+                for row, rounds in self.rounds for i, r in enumerate(rounds)]
 
     @staticmethod
     def relabel(rows: list[dict], outcome: str) -> None:
@@ -120,9 +133,12 @@ class Sequential(Executor):
 class StepAhead(Executor):
     """Target prefetch with a partial-output cache, and draft pipelining."""
 
-    def __init__(self, *args, prefetch: bool = True, draft_pipeline: bool = True, **kw):
+    def __init__(self, *args, prefetch: bool = True, draft_pipeline: bool = True, plain_prefetch: bool = False,
+                 **kw):
+        """``plain_prefetch``: the target writes speculatively (a SpeculativeTarget) but prefetches plainly."""
         super().__init__(*args, **kw)
         self.use_prefetch, self.use_pipeline = prefetch, draft_pipeline
+        self.plain_prefetch = plain_prefetch
 
     def begin(self, question: str, prompt_ids: list[int], seed: int) -> None:
         super().begin(question, prompt_ids, seed)
@@ -186,7 +202,8 @@ class StepAhead(Executor):
         self._stop_prefetch()
         if key in self.partials:
             return                          # already have output for this context
-        self.prefetch = (key, pos, self.target.submit("write", ctx, len(ctx), self.max_tokens))
+        how = (None, True) if self.plain_prefetch else ()      # (step_start, plain)
+        self.prefetch = (key, pos, self.target.submit("write", ctx, len(ctx), self.max_tokens, *how))
         self.started[id(self.prefetch[2])] = len(self.rec.steps) - 1
 
     def _stop_prefetch(self) -> None:

@@ -30,20 +30,30 @@ def cpu_placement(devices: dict[str, str]) -> dict[str, tuple[tuple[int, ...], i
 
 
 class Session:
-    """Draft, PRM and target, each on the device ``system.torch_devices`` names."""
+    """Draft, PRM and target, each on the device ``system.torch_devices`` names; the target writes plainly or, with
+    ``algorithm.target_decoding`` a strategy, by token-level speculation with a copy of the run's draft beside it."""
 
-    def __init__(self, cfg, checkpoints: dict[str, str], processes: bool = True, threads: int = 1):
+    def __init__(self, cfg, checkpoints: dict[str, str], processes: bool = True, threads: int = 1, alg=None,
+                 speculative_draft: str | None = None):
+        """``alg``: the algorithm run (default ``cfg.algorithm``); ``speculative_draft``: the float draft checkpoint
+        the target speculates with (default ``checkpoints["draft"]``; the run's draft may be a W8A8 export)."""
         from heterospec.models.loading import load_tokenizer
+        from heterospec.speculative.stepwise import speculative_recipe
 
         self.cfg = cfg
+        alg = alg if alg is not None else cfg.algorithm
         self.devices = {r: str(cfg.system.torch_devices[r]) for r in ("draft", "prm", "target")}
         self.tokenizer = load_tokenizer(checkpoints["draft"], "draft")
         target_tok = load_tokenizer(checkpoints["target"], "target")
         if self.tokenizer.get_vocab() != target_tok.get_vocab():
             raise UserError(f"models.draft and models.target use different tokenizers "
                             f"({checkpoints['draft']} vs {checkpoints['target']}); speculation needs one vocabulary")
+        target_decoding = None
+        if alg.target_decoding != "plain":
+            target_decoding = speculative_recipe(cfg, str(alg.target_decoding), "algorithm.target_decoding",
+                                                 speculative_draft or checkpoints["draft"], checkpoints["target"])
         Role = ProcessRole if processes else LocalRole
-        m, alg = cfg.models, cfg.algorithm
+        m = cfg.models
         self.roles = {}
         placement = cpu_placement(self.devices) if processes else {r: ((), 0) for r in self.devices}
         try:
@@ -53,7 +63,8 @@ class Session:
                                               delimiter=m.step_separator, step_token=m.prm_step_token,
                                               temperature=alg.temperature,
                                               quantized=r == "draft" and m.draft.quantized,
-                                              cpus=placement[r][0], nice=placement[r][1]))
+                                              cpus=placement[r][0], nice=placement[r][1],
+                                              decoding=target_decoding if r == "target" else None))
         except BaseException:
             self.close()
             raise
@@ -63,7 +74,7 @@ class Session:
         if name == "sequential":
             return Sequential(*args)
         if name == "step_ahead":
-            return StepAhead(*args)
+            return StepAhead(*args, plain_prefetch=alg.target_decoding != "plain" and not alg.speculative_prefetch)
         raise UserError(f"executor '{name}': expected one of {list(EXECUTORS)}")
 
     def prompt_ids(self, question: str) -> list[int]:
@@ -72,7 +83,8 @@ class Session:
         return self.tokenizer(text)["input_ids"]  # with the special tokens the models were trained with (bos)
 
     def run(self, problem, alg, executor: str, ex=None) -> dict[str, list[dict]]:
-        """Solve one problem; its rows for the calls, steps, problems and kvmu tables (run fields not filled)."""
+        """Solve one problem; its rows for the calls, steps, problems, kvmu and rounds tables (run fields not
+        filled)."""
         ex = ex or self.executor(executor, alg)
         prompt = self.prompt_ids(problem.question)
         t0 = time.perf_counter()
@@ -99,7 +111,8 @@ class Session:
         kvmu = [dict(problem_id=problem.id, seq=i, t_ns=t - t_start, mode=mode, valid=v, current=c, step_ahead=s,
                      reason=why) for i, (t, mode, v, c, s, why) in enumerate(stats["kvmu"])]
         return {"calls": [dict(problem_id=problem.id, **r) for r in calls],
-                "steps": [dict(problem_id=problem.id, **r) for r in ex.rec.steps], "problems": [problem_row], "kvmu": kvmu}
+                "steps": [dict(problem_id=problem.id, **r) for r in ex.rec.steps], "problems": [problem_row], "kvmu": kvmu,
+                "rounds": [dict(problem_id=problem.id, **r) for r in ex.rec.round_rows()]}
 
     def close(self) -> None:
         for role in self.roles.values():

@@ -32,6 +32,7 @@ class RoleSpec:
     cpus: tuple[int, ...] = ()  # CPU cores the worker is pinned to (empty: any)
     nice: int = 0         # OS priority offset of the worker (speculative roles yield the CPU to the critical path)
     decoding: Any = None  # draft and target: a DecodingRecipe (reasoning.roles) for another way of writing; None: plain
+                          # (a target's other decoding also offers plain writes: SpeculativeTarget)
 
 
 def check_device(role: str, device: str) -> None:
@@ -78,7 +79,45 @@ def build_role(spec: RoleSpec):
         model = load_causal_lm(spec.path, device=spec.device, dtype=spec.dtype, role=spec.role)
         decoding = PlainDecoding(model, spec.temperature)
     kvmu = (decoding.kvmu or KVMU()) if spec.role == "draft" else None
-    return StepWriter(decoding, tokenizer, spec.delimiter, kvmu)
+    writer = StepWriter(decoding, tokenizer, spec.delimiter, kvmu)
+    if spec.role == "target" and spec.decoding is not None:
+        return SpeculativeTarget(writer, StepWriter(decoding.plain(spec.temperature), tokenizer, spec.delimiter))
+    return writer
+
+
+class SpeculativeTarget:
+    """A target that writes with token-level speculation, and plainly over the same loaded model (a KV cache of its
+    own) for the writes that should not speculate: the step-ahead prefetch, unless ``algorithm.speculative_prefetch``.
+    Both are StepWriters, so one stop rule holds for both."""
+    kvmu = None
+
+    def __init__(self, speculative, plain):
+        self.speculative, self.plainly = speculative, plain
+
+    def reset(self, seed: int) -> None:
+        """A new problem for both writers."""
+        self.speculative.reset(seed)
+        self.plainly.reset(seed)
+
+    def write(self, context: list[int], valid: int, max_tokens: int, step_start: int | None = None,
+              plain: bool = False, cancelled=lambda: False):
+        """:meth:`StepWriter.write` with the speculative writer, or with ``plain`` the plain one."""
+        return (self.plainly if plain else self.speculative).write(context, valid, max_tokens, step_start, cancelled)
+
+    def decode(self, tokens: list[int]) -> str:
+        return self.speculative.decode(tokens)
+
+    @property
+    def processed(self) -> int:
+        return self.speculative.processed + self.plainly.processed
+
+    @property
+    def ingested(self) -> int:
+        return self.speculative.ingested + self.plainly.ingested
+
+    @property
+    def generated(self) -> int:
+        return self.speculative.generated + self.plainly.generated
 
 
 def role_stats(role) -> dict:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from heterospec.reasoning.roles import Chunk, Decoding
-from heterospec.speculative.decoder import SpeculativeDecoder
-from heterospec.speculative.strategies import Strategy, make_strategy
+from heterospec.errors import UserError
+from heterospec.reasoning.roles import Chunk, Decoding, PlainDecoding
+from heterospec.speculative.decoder import SpeculativeDecoder, check_tokenizers
+from heterospec.speculative.strategies import STRATEGIES, Strategy, make_strategy
+
+KNOBS = ("chain_length", "hf_start", "feedback", "tree")   # the dfvg config keys the strategies read
 
 
 class SpeculativeDecoding(Decoding):
@@ -41,6 +44,11 @@ class SpeculativeDecoding(Decoding):
         new, record = self.decoder.round(self.ctx, self.strategy, room)
         self.ctx += new
         return Chunk(new, dict(record, strategy=self.strategy_name))
+
+    def plain(self, temperature: float) -> PlainDecoding:
+        """The target alone, decoding plainly over the same loaded model (a KV cache of its own): for the writes
+        that should not speculate."""
+        return PlainDecoding(self.decoder.pair.target, temperature)
 
     @property
     def processed(self) -> int:
@@ -70,3 +78,32 @@ class SpeculativeRecipe:
         pair = load_pair(self.draft_path, spec.path, spec.dtype, (spec.device, spec.device))
         decoder = SpeculativeDecoder(pair, spec.temperature, 0, self.draft_kernel)
         return SpeculativeDecoding(decoder, self.strategy, OmegaConf.create(self.knobs), self.lanes)
+
+
+def check_strategy(strategy: str, key: str, plain: bool = False) -> None:
+    """``strategy`` (the value of config ``key``) names a token-level strategy (or, with ``plain``, is ``plain``)."""
+    if strategy not in STRATEGIES and not (plain and strategy == "plain"):
+        expected = ["plain", *STRATEGIES] if plain else list(STRATEGIES)
+        raise UserError(f"{key}={strategy}: not a token-level strategy; expected one of {expected}")
+
+
+def speculative_recipe(cfg, strategy: str, key: str, draft_path: str, target_path: str) -> SpeculativeRecipe:
+    """The recipe of a target that writes with token-level speculation: ``strategy`` (the config ``key`` that names
+    it) with the ``dfvg`` section's knobs, the tree bounded by the lanes of the run's draft device where it has some
+    (``system.draft.fpga.draft_lanes``), the draft at ``draft_path``. Bad input is one line, before any model
+    loads: an unknown strategy, a tree wider than the lanes, a draft whose tokenizer is not the target's."""
+    from omegaconf import OmegaConf
+
+    from heterospec.config.hardware import Device
+    from heterospec.models.loading import load_tokenizer
+
+    check_strategy(strategy, key)
+    draft_device = Device.of(cfg.system.draft)
+    lanes = draft_device.fabric.draft_lanes if draft_device.fabric is not None else None
+    make_strategy(strategy, cfg.dfvg, lanes, draft_device.name)     # checks the tree against the lanes
+    try:
+        check_tokenizers(load_tokenizer(draft_path, "draft"), load_tokenizer(target_path, "target"))
+    except UserError as e:
+        raise UserError(f"{key}={strategy}: draft {draft_path}: {e}") from None
+    knobs = OmegaConf.to_container(OmegaConf.masked_copy(cfg.dfvg, list(KNOBS)), resolve=True)
+    return SpeculativeRecipe(str(draft_path), strategy, knobs, lanes, str(cfg.dfvg.draft_kernel))

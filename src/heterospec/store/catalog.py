@@ -35,6 +35,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "collect_kvmu": "results/*/collect/*/*/*/kvmu.parquet",
     "collect_steps": "results/*/collect/*/*/*/steps.parquet",       # the controller's steps (collect_steps/v1)
     "collect_repeats": "results/*/collect/*/*/*/repeats.parquet",   # every round's timings (collect.repeats)
+    "collect_rounds": "results/*/collect/*/*/*/rounds.parquet",     # speculative target writes' rounds (v1)
     "dfvg_generations": "results/*/dfvg/*/generations.parquet",
     "dfvg_rounds": "results/*/dfvg/*/rounds.parquet",
     "dfvg_replay": "results/*/dfvg/replay.parquet",
@@ -142,7 +143,8 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
                round(100 * avg(abs(rel_error)), 2) AS mae_pct
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
-    # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor)
+    # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor); the
+    # token-level baseline target_sd beside the single models
     "table3": (("evaluations", "collect_problems"), """
         SELECT * FROM (
             SELECT run, models, dataset, method, count(*) AS problems,
@@ -152,8 +154,8 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                   SELECT run, models, dataset, algorithm AS method, correct FROM collect_problems
                   WHERE executor = 'sequential')
             GROUP BY run, models, dataset, method)
-        ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1
-                                           WHEN 'rsd' THEN 2 WHEN 'brsd' THEN 3 ELSE 4 END"""),
+        ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1 WHEN 'target_sd' THEN 2
+                                           WHEN 'rsd' THEN 3 WHEN 'brsd' THEN 4 ELSE 5 END"""),
     # Table III beside the paper's (the artifact's table3_accuracy_reference.json, when a checkout is configured)
     "table3_vs_paper": (("table3", "paper_table3"), """
         SELECT run, 'ours' AS source, models, dataset, method, problems, accuracy FROM table3
@@ -168,6 +170,14 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(sum(draft_processed) / sum(draft_tokens + draft_ingested), 4) AS draft_kv_reuse_ratio,
                round(avg(latency_s), 4) AS mean_latency_s
         FROM collect_problems GROUP BY ALL ORDER BY run, dataset, algorithm, executor"""),
+    # token-level speculation in the target's writes, per call: rounds, tokens drafted and accepted, and τ (tokens
+    # per verification round: the accepted drafted tokens plus the target's own), the rounds' draft and verify time
+    "collect_call_acceptance": (("collect_rounds",), """
+        SELECT run, models, dataset, algorithm, executor, problem_id, step_idx, step, attempt, outcome, start_ns,
+               any_value(strategy) AS strategy, count(*) AS rounds, sum(nodes) AS verified, sum(drafted) AS drafted,
+               sum(accepted) AS accepted, sum(kept) AS kept, round(avg(accepted + 1), 3) AS tau,
+               round(sum(draft_ms), 3) AS draft_ms, round(sum(verify_ms), 3) AS verify_ms
+        FROM collect_rounds GROUP BY ALL ORDER BY ALL"""),
     # measured speedup of the step-ahead executor over the sequential baseline on the same problems
     "step_ahead_speedup": (("collect_problems",), """
         SELECT s.run, s.dataset, s.algorithm, count(*) AS problems,
