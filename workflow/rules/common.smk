@@ -268,6 +268,7 @@ FIGURE_SOURCES = {
     "time_shares": replays,
     "methods": replays,
     "tau_sweep": tau_sweep_outputs,
+    "accuracy_latency": ours_outputs,
     "replay_validation": validation_outputs,
     "dfvg_tau": dfvg_outputs,
     "dfvg_speedups": dfvg_outputs,

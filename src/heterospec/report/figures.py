@@ -126,6 +126,26 @@ def tau_sweep(rows):
     return fig
 
 
+def accuracy_latency(rows):
+    """Accuracy against latency per method, one panel per system (and this machine, measured): what step-level
+    speculation buys in latency and costs in accuracy next to the lossless token-level baseline."""
+    systems = list(dict.fromkeys((r["dataset"], r["system"]) for r in rows))
+    fig, axes = panels(len(systems), width=3.8, height=3.2, ncols=min(len(systems), 4),
+                       title="Accuracy against latency per system (accuracy: this run; latency: replayed or measured)")
+    markers = {"measured: sequential": "o", "measured: step_ahead": "s", "measured: evaluate": "D"}
+    for ax, (ds, system) in zip(axes, systems):
+        for r in sorted((r for r in rows if (r["dataset"], r["system"]) == (ds, system)),
+                        key=lambda r: _method_key(r["method"])):
+            ax.scatter(r["latency_s"], r["accuracy"], color=SPEC_COLORS.get(r["method"]), edgecolor="black",
+                       linewidth=0.4, marker=markers.get(r["latency_from"], "o"), s=40,
+                       label=r["method"] if r["latency_from"] != "measured: step_ahead" else None)
+        ax.set_title(f"{_system(system)} ({ds})", fontsize=8)
+        ax.set_xlabel("latency per problem (s)")
+        ax.set_ylabel("accuracy (%)")
+    legend_right(fig, axes, "method")
+    return fig
+
+
 def figure10(rows):
     """Figure 10: the ablation baseline → +T2 → +T1, speedup over the 3-GPU baseline, with and without backtracking."""
     order = {"baseline": 0, "+T2": 1, "+T1": 2}
@@ -315,6 +335,7 @@ FIGURES: dict[str, Figure] = {
     "time_shares": Figure("replay_time_shares", time_shares, "Replay"),
     "methods": Figure("replay_methods", methods, "Replay"),
     "tau_sweep": Figure("tau_sweep_design", tau_sweep, "Replay"),
+    "accuracy_latency": Figure("accuracy_latency", accuracy_latency, "Replay"),
     "replay_validation": Figure("replay_validation", replay_validation, "Replay"),
     "dfvg_tau": Figure("dfvg_summary", dfvg_tau, "DFVG"),
     "dfvg_speedups": Figure("dfvg_speed", dfvg_speedups, "DFVG"),

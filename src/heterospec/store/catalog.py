@@ -226,6 +226,30 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
          AND s.schedule = CASE WHEN t.system = 'gpu3' THEN 'step_ahead_sd' ELSE 'hetero_sd' END
         WHERE t.schedule = 'target_sd'
         GROUP BY ALL ORDER BY ALL"""),
+    # accuracy against latency per method: accuracy from this run (Table III; BRSD with token-level speculation in its
+    # rewrites writes BRSD's outputs under greedy decoding, tests/test_speculative_reasoning.py), latency replayed on
+    # the paper's systems (our sequential traces) and measured on this machine (evaluate for the target alone; each
+    # collect executor for RSD and BRSD)
+    "accuracy_latency": (("evaluations", "collect_problems", "replay_results"), """
+        WITH lab AS (SELECT * FROM (VALUES ('target_only', 'target', 'ours_brsd'),
+                                           ('target_sd', 'target + token spec.', 'ours_brsd'),
+                                           ('rsd', 'RSD', 'ours_rsd'), ('brsd', 'BRSD', 'ours_brsd'),
+                                           ('brsd', 'BRSD + token spec.', 'ours_brsd')) t(method, label, trace_set))
+        SELECT a.run, a.dataset, l.label AS method, a.accuracy, r.system, 'replay, ' || r.profile AS latency_from,
+               r.latency_s
+        FROM table3 a JOIN lab l USING (method)
+        JOIN replay_methods r ON r.run = a.run AND r.dataset = a.dataset AND r.trace_set = l.trace_set
+                             AND r.method = l.label
+        UNION ALL
+        SELECT a.run, a.dataset, l.label, a.accuracy, 'this machine', 'measured: evaluate', e.wall_s / e.problems
+        FROM table3 a JOIN lab l USING (method)
+        JOIN accuracy e ON e.run = a.run AND e.dataset = a.dataset AND e.method = a.method
+        UNION ALL
+        SELECT a.run, a.dataset, l.label, a.accuracy, 'this machine', 'measured: ' || c.executor, c.mean_latency_s
+        FROM table3 a JOIN lab l USING (method)
+        JOIN collect_summary c ON c.run = a.run AND c.dataset = a.dataset AND c.algorithm = a.method
+        WHERE l.label IN ('RSD', 'BRSD')
+        ORDER BY ALL"""),
     # DFVG: τ = tokens per verification round (accepted drafted tokens + the target's own), acceptance = accepted /
     # longest path, draft efficiency = accepted / verified nodes
     "dfvg_summary": (("dfvg_rounds",), """
