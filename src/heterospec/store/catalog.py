@@ -226,6 +226,16 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
          AND s.schedule = CASE WHEN t.system = 'gpu3' THEN 'step_ahead_sd' ELSE 'hetero_sd' END
         WHERE t.schedule = 'target_sd'
         GROUP BY ALL ORDER BY ALL"""),
+    # the target alone with token-level speculation against plain greedy decoding, measured on this machine (same
+    # problems, same outputs under greedy decoding); speculative rewrites in BRSD: benchmarks/target_writes.py
+    "target_sd_speedup": (("evaluations",), """
+        SELECT p.run, p.models, p.dataset, p.problems, p.wall_s AS target_only_s, s.wall_s AS target_sd_s,
+               round(p.wall_s / s.wall_s, 3) AS speedup,
+               (SELECT count(*) FROM evaluations a JOIN evaluations b USING (run, dataset, problem_id)
+                WHERE a.run = p.run AND a.dataset = p.dataset AND a.method = 'target_only' AND b.method = 'target_sd'
+                  AND a.output = b.output) AS identical_outputs
+        FROM accuracy p JOIN accuracy s ON s.run = p.run AND s.dataset = p.dataset AND s.method = 'target_sd'
+        WHERE p.method = 'target_only' ORDER BY ALL"""),
     # accuracy against latency per method: accuracy from this run (Table III; BRSD with token-level speculation in its
     # rewrites writes BRSD's outputs under greedy decoding, tests/test_speculative_reasoning.py), latency replayed on
     # the paper's systems (our sequential traces) and measured on this machine (evaluate for the target alone; each
