@@ -100,7 +100,8 @@ def test_truncated_or_changed_files_are_one_line_and_check_lists_them(tree, tmp_
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"heterospec: {weights}: truncated, "), r.stderr
-    assert f"rebuild it: delete {paths.model_root('draft').relative_to(tmp_path)} and rerun snakemake" in lines[0]
+    manifest = paths.model_manifest("draft").relative_to(tmp_path)
+    assert f"rebuild it: rm -r {manifest.parent} && snakemake --cores all --forcerun {manifest} (or " in lines[0]
 
     bad = heterospec("check", "--results", str(results))
     assert bad.returncode == 1
@@ -140,7 +141,16 @@ def test_a_moved_tree_plans_nothing_and_loads_its_own_files(trained_models, ci_q
     plan = snakemake("-n", *targets, "--directory", str(second), "--config", "experiment=ci")
     lines = [ln for ln in plan.stderr.splitlines() if ln.startswith("heterospec:") and "truncated" in ln]
     assert plan.returncode != 0 and len(lines) == 1 and "Traceback" not in plan.stderr, plan.stderr[-2000:]
-    assert lines[0].startswith(f"heterospec: {weights}: truncated") and "rebuild it: delete" in lines[0]
+    manifest = paths.model_manifest("draft").relative_to(second)
+    assert lines[0].startswith(f"heterospec: {weights}: truncated")
+    assert lines[0].endswith(f"; rebuild it: rm -r {manifest.parent} && snakemake --cores all --forcerun {manifest}")
+    # what it says rebuilds the model and reruns what read it, and the plan no longer stops
+    shutil.rmtree(second / manifest.parent)
+    plan = snakemake("-n", *targets, "--directory", str(second), "--config", "experiment=ci", "--forcerun",
+                     str(manifest))
+    assert plan.returncode == 0 and "truncated" not in plan.stderr, plan.stderr[-2000:]
+    jobs = [ln.split()[1].rstrip(":") for ln in plan.stdout.splitlines() if ln.startswith("rule ")]
+    assert sorted(jobs) == ["hls_codegen", "quantize", "train_model", "train_model"], plan.stdout[-3000:]
 
 
 def test_a_manifest_written_with_absolute_paths_still_loads_and_prefers_the_copy_beside_it(tmp_path):

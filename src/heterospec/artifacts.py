@@ -109,6 +109,13 @@ def damage(manifest: Path, sha256: bool = True) -> tuple[int, list[str]]:
     return len(listing), problems(folder, listing)
 
 
+def rebuild_command(manifest: str | Path) -> str:
+    """The commands that rebuild what a manifest describes and rerun everything that read it: Snakemake does not
+    rerun a job for a missing intermediate file alone, so the manifest is named to --forcerun, and its folder goes
+    first so that the plan's size check (:func:`check_sizes`) does not stop on it."""
+    return f"rm -r {Path(manifest).parent} && snakemake --cores all --forcerun {manifest}"
+
+
 def check_sizes(manifests: list[Path]) -> None:
     """Stop with one line at the first manifest whose files are missing or of another size than it lists (a
     manifest that lists none is passed over)."""
@@ -117,7 +124,7 @@ def check_sizes(manifests: list[Path]) -> None:
         bad = [b for b in bad if "lists no files" not in b]
         if bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-            raise UserError(f"{bad[0]}{more}; rebuild it: delete {Path(m).parent} and rerun snakemake --cores all")
+            raise UserError(f"{bad[0]}{more}; rebuild it: {rebuild_command(m)}")
 
 
 def portable(path: str | Path, folder: str | Path, tree: str | Path) -> str:

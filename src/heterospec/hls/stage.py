@@ -19,7 +19,7 @@ import pyarrow as pa
 import torch
 
 from heterospec import stage
-from heterospec.artifacts import resolve, verify
+from heterospec.artifacts import rebuild_command, resolve, verify
 from heterospec.config.hardware import device
 from heterospec.errors import UserError
 from heterospec.hls.perf_table import PERF_SCHEMA
@@ -55,8 +55,8 @@ def kernel_manifest(kernel: Path) -> tuple[dict, Path]:
     man = read_json(kernel, "kernel manifest")
     src = Path(kernel).parent
     if isinstance(man.get("files"), dict):   # a kernel.json written before listings held a plain list of names
-        verify(src, man["files"], f"delete {src} and rerun snakemake --cores all (or python -m heterospec.hls "
-                                  f"codegen --board {man.get('board', 'BOARD')} with the run's overrides)")
+        verify(src, man["files"], f"{rebuild_command(kernel)} (or python -m heterospec.hls codegen --board "
+                                  f"{man.get('board', 'BOARD')} with the run's overrides)")
     return man, src
 
 

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from heterospec.artifacts import listed_folder, verify
+from heterospec.artifacts import listed_folder, rebuild_command, verify
 from heterospec.errors import UserError
 
 
@@ -28,10 +28,9 @@ def rebuild_hint(path: Path, data: dict) -> str:
     """How to rebuild the role a damaged manifest describes."""
     role = data.get("role", "ROLE")
     if data.get("source") == "train":
-        return (f"delete {path.parent} and rerun snakemake --cores all "
-                f"(or python -m heterospec.models train --role {role} with the run's overrides)")
-    return (f"restore the checkpoint (models.{role}.path), or delete {path} and rerun snakemake --cores all "
-            f"to record it anew")
+        return (f"{rebuild_command(path)} (or python -m heterospec.models train --role {role} with the run's "
+                f"overrides)")
+    return f"restore the checkpoint (models.{role}.path), or record it anew: {rebuild_command(path)}"
 
 
 def read_manifest(path: Path, check: bool = True) -> dict:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from heterospec.artifacts import digest_files, portable, verify
+from heterospec.artifacts import digest_files, portable, rebuild_command, verify
 from heterospec.errors import UserError
 from heterospec.quantize.intmath import ACT_MAX, EXP2_POLY
 
@@ -199,8 +199,8 @@ def load_export(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     info = json.loads(man.read_text())
     if info.get("format") != FORMAT:
         raise UserError(f"{man}: format {info.get('format')!r}, expected {FORMAT!r}")
-    verify(path, info.get("files"), f"delete {path} and rerun snakemake --cores all "
-                                    f"(or python -m heterospec.quantize with the run's overrides)")
+    verify(path, info.get("files"), f"{rebuild_command(man)} (or python -m heterospec.quantize with the run's "
+                                    f"overrides)")
     return load_file(str(path / WEIGHTS_FILE)), info
 
 
