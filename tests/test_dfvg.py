@@ -7,7 +7,6 @@ Method (as in vLLM's spec-decode tests): the reference is plain greedy decoding 
 Face's forward; lossless means token-for-token equality on every prompt, not a close match."""
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
@@ -26,6 +25,7 @@ from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCH
 from heterospec.speculative.tree import DraftTree
 from heterospec.speculative.verify import Verifier
 from heterospec.errors import UserError
+from heterospec.models.manifest import read_manifest
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet
 from heterospec.store.catalog import build, query
@@ -48,7 +48,7 @@ DRY_RUNS = [plan_call("ci")]                  # (conftest starts it in the backg
 
 def _pair(trained_models, overrides):
     cfg, paths = trained_models.run(overrides, roles=("draft", "target"))
-    ck = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ("draft", "target")}
+    ck = {r: read_manifest(paths.model_manifest(r))["path"] for r in ("draft", "target")}
     return cfg, paths, load_pair(ck["draft"], ck["target"])
 
 

