@@ -1,6 +1,6 @@
 """The ``heterospec`` command.
 
-    heterospec query "SELECT * FROM accuracy"     SQL over every result (DuckDB)
+    heterospec query "SELECT * FROM accuracy"     SQL over every result (DuckDB; reads only, never writes)
     heterospec config experiment=ci               print a run's resolved config
     heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
@@ -24,7 +24,7 @@ from heterospec.tables import format_table
 
 def _query(args) -> None:
     from heterospec.store.catalog import query
-    cols, rows = query(args.db, args.sql)
+    cols, rows = query(args.db, args.sql, readable=[*_data_paths(args.db), *args.allow])
     if args.format == "csv":
         w = csv.writer(sys.stdout)
         w.writerow(cols)
@@ -33,6 +33,17 @@ def _query(args) -> None:
         print(json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1))
     else:
         print(format_table(cols, rows))
+
+
+def _data_paths(db: Path) -> list[Path]:
+    """The configured data folders (``paths`` in conf/config.yaml: benchmarks, the artifact checkout), which a query
+    may read beside the results; relative ones are relative to the project root (the catalogue's parent's parent)."""
+    from omegaconf import OmegaConf
+
+    from heterospec.config import CONF_DIR
+    paths = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml").paths, resolve=True)
+    root = Path(db).resolve().parent.parent
+    return [root / p for p in paths.values()]
 
 
 def _views(args) -> None:
@@ -97,10 +108,12 @@ def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="heterospec", description="Heterogeneous speculative inference, reproduced.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    q = sub.add_parser("query", help="run SQL against results/heterospec.duckdb")
+    q = sub.add_parser("query", help="run read-only SQL against results/heterospec.duckdb")
     q.add_argument("sql")
     q.add_argument("--db", type=Path, default=DUCKDB_FILE)
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    q.add_argument("--allow", type=Path, action="append", default=[], metavar="DIR",
+                   help="a further folder the query may read (the results and configured data paths always)")
     q.set_defaults(func=_query)
 
     v = sub.add_parser("views", help="list the catalogue's views and their columns")
