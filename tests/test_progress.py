@@ -4,6 +4,9 @@ terminal still gets tqdm's live bar. The clock is injected, so no test waits."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 
 from omegaconf import OmegaConf
 
@@ -98,3 +101,19 @@ def test_a_terminal_still_gets_the_live_bar():
     for _ in progress(range(5), desc="on a terminal", file=term):
         pass
     assert "\r" in term.getvalue() and "on a terminal" in term.getvalue()
+
+
+def test_loading_a_model_writes_no_library_bar_into_a_log(tiny, tmp_path):
+    """transformers draws its own "Loading weights" bar; in a stage whose stderr is a file it stays off."""
+    model, tok = tiny
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    code = ("from heterospec.models.loading import load_causal_lm; "
+            f"load_causal_lm({str(tmp_path / 'm')!r}, role='draft'); print('loaded')")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    with open(tmp_path / "log", "w") as log:
+        r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    assert r.returncode == 0 and r.stdout == "loaded\n", (tmp_path / "log").read_text()
+    text = (tmp_path / "log").read_text()
+    _readable(text)
+    assert "Loading weights" not in text and "it/s]" not in text, text     # no bar at all, not even as lines

@@ -7,6 +7,7 @@ to the previous line) or when ``every_s`` seconds have passed, and one at the en
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Callable, Iterable, Iterator, TextIO
@@ -24,6 +25,18 @@ def progress(iterable: Iterable, desc: str, unit: str = "it", total: int | None 
         from tqdm import tqdm
         return tqdm(iterable, desc=desc, unit=unit, total=total, disable=disable, file=file, mininterval=2)
     return LineProgress(iterable, desc, unit, total, disable, file, every_s, step_pct, min_gap_s, clock)
+
+
+def quiet_library_bars(file: TextIO | None = None) -> None:
+    """Off a terminal, turn off Hugging Face's own bars (transformers' "Loading weights", hub downloads), which
+    would write ``\\r``-updates into the log; set in the environment, so worker processes inherit it."""
+    if _is_terminal(sys.stderr if file is None else file):
+        return
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:      # imported already: the variable was read, tell the library
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def _is_terminal(file: Any) -> bool:
