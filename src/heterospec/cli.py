@@ -6,6 +6,7 @@
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
     heterospec views                              list the catalogue's views and their columns
     heterospec summary RUN                        what a finished run produced (its accuracy or sweep table)
+    heterospec tables [RUN]                       the README's tables of a run (default: default), from the views
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
 """
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 from heterospec import stage
+from heterospec.errors import UserError
 from heterospec.paths import DUCKDB_FILE
 from heterospec.tables import format_table
 
@@ -104,6 +106,53 @@ def _collect(args) -> None:
         print()
 
 
+# The README's tables of a run, each from one catalogue view: (title, view, columns). `heterospec tables RUN`
+# prints them, so the numbers after a change of default are one command away.
+README_TABLES = (
+    ("Model quality (README status; docs/models.md)", "model_quality",
+     "problems, draft_accuracy, target_accuracy, prm_auroc, prm_false_reject, prm_miss, threshold, "
+     "prm_auroc_corruptions, train_s_draft, train_s_prm, train_s_target, meets_bars"),
+    ("Accuracy, Table III (README status)", "table3", "dataset, method, problems, accuracy"),
+    ("Collection (README status: target-written share, KV reuse)", "collect_summary",
+     "dataset, algorithm, executor, problems, accuracy, target_step_share, mean_backtracks, draft_kv_reuse_ratio, "
+     "mean_latency_s"),
+    ("Step-ahead over sequential, same problems (README status)", "step_ahead_speedup",
+     "dataset, algorithm, problems, speedup, identical_outputs_pct"),
+    ("Replay validation (README status; docs/replay.md)", "replay_validation_summary",
+     "trace_set, executor, system, problems, measured_ms, predicted_ms, mae_pct"),
+    ("DFVG: tau per strategy (README DFVG table; docs/dfvg.md)", "dfvg_summary",
+     "strategy, prompts, rounds, tau, acceptance_rate, draft_efficiency, mean_nodes, mean_depth, draft_passes"),
+    ("DFVG: CPU wall clock, one timing per method (the README's table is the bench's fastest of 3)", "dfvg_speed",
+     "method, prompts, tokens, wall_s, tokens_per_s, speedup_vs_target_greedy, speedup_vs_hf_assisted, "
+     "identical_pct"),
+    ("DFVG: simulated FPGA + GPU (README DFVG table)", "dfvg_replay_summary",
+     "profile, strategy, design, tokens_per_s, j_per_token, speedup_vs_plain, energy_gain_vs_plain, "
+     "speedup_vs_gpu_only"),
+)
+
+
+def _tables(args) -> None:
+    """The README's tables for one run, from the catalogue's views; a view the run has no rows in says so."""
+    from heterospec.store.catalog import query
+    present = {v for (v,) in query(args.db, "SELECT view_name FROM duckdb_views() WHERE NOT internal")[1]}
+    run = args.run.replace("'", "''")
+    printed = 0
+    for title, view, columns in README_TABLES:
+        rows: list = []
+        if view in present:
+            cols, rows = query(args.db, f"SELECT {columns} FROM {view} WHERE run = '{run}' ORDER BY ALL")
+        if not rows:
+            print(f"{title}: no rows for run {args.run} in {view}\n")
+            continue
+        print(f"{title} — run {args.run}, view {view}")
+        print(format_table(cols, rows))
+        print()
+        printed += 1
+    if not printed:
+        raise UserError(f"run {args.run}: none of the README's tables has rows in {args.db}; "
+                        f"finished runs: heterospec query \"SELECT DISTINCT run FROM accuracy\"")
+
+
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="heterospec", description="Heterogeneous speculative inference, reproduced.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -124,6 +173,11 @@ def main(argv: list[str]) -> None:
     s.add_argument("run", help="the run's name (results/<run>/)")
     s.add_argument("--db", type=Path, default=DUCKDB_FILE)
     s.set_defaults(func=_summary)
+
+    t = sub.add_parser("tables", help="print the README's tables (quality, Table III, collect, DFVG) of a run")
+    t.add_argument("run", nargs="?", default="default", help="the run's name (results/<run>/; default: default)")
+    t.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    t.set_defaults(func=_tables)
 
     c = sub.add_parser("config", help="print the resolved config for Hydra overrides")
     c.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")
