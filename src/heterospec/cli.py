@@ -1,12 +1,13 @@
 """The ``heterospec`` command.
 
-    heterospec query "SELECT * FROM accuracy"     SQL over every result (DuckDB)
+    heterospec query "SELECT * FROM accuracy"     SQL over every result (DuckDB; reads only, never writes)
     heterospec config experiment=ci               print a run's resolved config
     heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
     heterospec views                              list the catalogue's views and their columns
     heterospec summary RUN                        what a finished run produced (its accuracy or sweep table)
     heterospec check [RUN]                        every model, export and kernel file against its manifest's sha256
+    heterospec tables [RUN]                       the README's tables of a run (default: default), from the views
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
 """
@@ -26,7 +27,7 @@ from heterospec.tables import format_table
 
 def _query(args) -> None:
     from heterospec.store.catalog import query
-    cols, rows = query(args.db, args.sql)
+    cols, rows = query(args.db, args.sql, readable=[*_data_paths(args.db), *args.allow])
     if args.format == "csv":
         w = csv.writer(sys.stdout)
         w.writerow(cols)
@@ -35,6 +36,17 @@ def _query(args) -> None:
         print(json.dumps([dict(zip(cols, r)) for r in rows], default=str, indent=1))
     else:
         print(format_table(cols, rows))
+
+
+def _data_paths(db: Path) -> list[Path]:
+    """The configured data folders (``paths`` in conf/config.yaml: benchmarks, the artifact checkout), which a query
+    may read beside the results; relative ones are relative to the project root (the catalogue's parent's parent)."""
+    from omegaconf import OmegaConf
+
+    from heterospec.config import CONF_DIR
+    paths = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml").paths, resolve=True)
+    root = Path(db).resolve().parent.parent
+    return [root / p for p in paths.values()]
 
 
 def _views(args) -> None:
@@ -116,16 +128,63 @@ def _check(args) -> None:
           + (f"{len(bad)} damaged or missing" if bad else "all intact"), file=sys.stderr)
     if bad:
         sys.exit(1)
+# The README's tables of a run, each from one catalogue view: (title, view, columns). `heterospec tables RUN`
+# prints them, so the numbers after a change of default are one command away.
+README_TABLES = (
+    ("Model quality (README status; docs/models.md)", "model_quality",
+     "problems, draft_accuracy, target_accuracy, prm_auroc, prm_false_reject, prm_miss, threshold, "
+     "prm_auroc_corruptions, train_s_draft, train_s_prm, train_s_target, meets_bars"),
+    ("Accuracy, Table III (README status)", "table3", "dataset, method, problems, accuracy"),
+    ("Collection (README status: target-written share, KV reuse)", "collect_summary",
+     "dataset, algorithm, executor, problems, accuracy, target_step_share, mean_backtracks, draft_kv_reuse_ratio, "
+     "mean_latency_s"),
+    ("Step-ahead over sequential, same problems (README status)", "step_ahead_speedup",
+     "dataset, algorithm, problems, speedup, identical_outputs_pct"),
+    ("Replay validation (README status; docs/replay.md)", "replay_validation_summary",
+     "trace_set, executor, system, problems, measured_ms, predicted_ms, mae_pct"),
+    ("DFVG: tau per strategy (README DFVG table; docs/dfvg.md)", "dfvg_summary",
+     "strategy, prompts, rounds, tau, acceptance_rate, draft_efficiency, mean_nodes, mean_depth, draft_passes"),
+    ("DFVG: CPU wall clock, one timing per method (the README's table is the bench's fastest of 3)", "dfvg_speed",
+     "method, prompts, tokens, wall_s, tokens_per_s, speedup_vs_target_greedy, speedup_vs_hf_assisted, "
+     "identical_pct"),
+    ("DFVG: simulated FPGA + GPU (README DFVG table)", "dfvg_replay_summary",
+     "profile, strategy, design, tokens_per_s, j_per_token, speedup_vs_plain, energy_gain_vs_plain, "
+     "speedup_vs_gpu_only"),
+)
+
+
+def _tables(args) -> None:
+    """The README's tables for one run, from the catalogue's views; a view the run has no rows in says so."""
+    from heterospec.store.catalog import query
+    present = {v for (v,) in query(args.db, "SELECT view_name FROM duckdb_views() WHERE NOT internal")[1]}
+    run = args.run.replace("'", "''")
+    printed = 0
+    for title, view, columns in README_TABLES:
+        rows: list = []
+        if view in present:
+            cols, rows = query(args.db, f"SELECT {columns} FROM {view} WHERE run = '{run}' ORDER BY ALL")
+        if not rows:
+            print(f"{title}: no rows for run {args.run} in {view}\n")
+            continue
+        print(f"{title} — run {args.run}, view {view}")
+        print(format_table(cols, rows))
+        print()
+        printed += 1
+    if not printed:
+        raise UserError(f"run {args.run}: none of the README's tables has rows in {args.db}; "
+                        f"finished runs: heterospec query \"SELECT DISTINCT run FROM accuracy\"")
 
 
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="heterospec", description="Heterogeneous speculative inference, reproduced.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    q = sub.add_parser("query", help="run SQL against results/heterospec.duckdb")
+    q = sub.add_parser("query", help="run read-only SQL against results/heterospec.duckdb")
     q.add_argument("sql")
     q.add_argument("--db", type=Path, default=DUCKDB_FILE)
     q.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    q.add_argument("--allow", type=Path, action="append", default=[], metavar="DIR",
+                   help="a further folder the query may read (the results and configured data paths always)")
     q.set_defaults(func=_query)
 
     v = sub.add_parser("views", help="list the catalogue's views and their columns")
@@ -141,6 +200,10 @@ def main(argv: list[str]) -> None:
     ck.add_argument("run", nargs="?", help="one run (results/<run>/; the shared models too); default every run")
     ck.add_argument("--results", type=Path, default=DUCKDB_FILE.parent, help="the results tree (default results)")
     ck.set_defaults(func=_check)
+    t = sub.add_parser("tables", help="print the README's tables (quality, Table III, collect, DFVG) of a run")
+    t.add_argument("run", nargs="?", default="default", help="the run's name (results/<run>/; default: default)")
+    t.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    t.set_defaults(func=_tables)
 
     c = sub.add_parser("config", help="print the resolved config for Hydra overrides")
     c.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")

@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-from tqdm import tqdm
 
 from heterospec import stage
 from heterospec.config import compose_config, dataset_config
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
+from heterospec.progress import progress
 from heterospec.reasoning.repeats import check_same_steps, journal_name, repeat_rows
 from heterospec.reasoning.traces import TABLES
 from heterospec.store import read_parquet, write_parquet
@@ -124,8 +124,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
                      speculative_draft=read_manifest(paths.model_manifest("draft"))["path"]) as session:
             ex = session.executor(executor, alg)
             correct = 0
-            bar = tqdm(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem",
-                       file=sys.stderr, mininterval=2)
+            bar = progress(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem")
             for done, (j, k, prob) in enumerate(bar, 1):   # bar.n lags between refreshes
                 rows = session.run(prob, alg, executor, ex)
                 _journal_write(journal / journal_name(k, j), rows)

@@ -10,18 +10,17 @@ baselines of the paper's Table III.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from pathlib import Path
 
 import pyarrow as pa
-from tqdm import tqdm
 
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.errors import UserError
 from heterospec.grading import grade, last_boxed
 from heterospec.paths import EVAL_METHODS, EVAL_ROLES, RunPaths
+from heterospec.progress import progress
 from heterospec.store import versioned, write_parquet
 
 log = logging.getLogger("heterospec.evaluate")
@@ -68,7 +67,7 @@ def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[st
         generate = plain_generator(cfg, role, manifests[role], tokenizer)
     torch.manual_seed(cfg.seed)
     rows = []
-    bar = tqdm(problems, desc=f"evaluate {dataset}/{method}", unit="problem", file=sys.stderr, mininterval=2)
+    bar = progress(problems, desc=f"evaluate {dataset}/{method}", unit="problem")
     for prob in bar:
         prompt = format_prompt(cfg.models.prompt, prob.question, tokenizer)
         t0 = time.perf_counter()

@@ -2,17 +2,16 @@
 generation) and each drafting strategy, run over the same prompts; the collect stage and the bench both use them."""
 from __future__ import annotations
 
-import sys
 import time
 
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from heterospec.dfvg.engine import hf_generate, target_greedy
 from heterospec.speculative.decoder import Pair, SpeculativeDecoder, load_pair
 from heterospec.speculative.strategies import STRATEGIES, draft_lanes, make_strategy
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
+from heterospec.progress import progress
 
 BASELINES = ("target_greedy", "hf_assisted")
 METHODS = BASELINES + STRATEGIES
@@ -50,7 +49,7 @@ def run_method(pair: Pair, cfg: DictConfig, method: str, items: list[tuple[str, 
     d = cfg.dfvg
     decoder = SpeculativeDecoder(pair, d.temperature, d.seed, d.draft_kernel) if method in STRATEGIES else None
     gens, rounds = [], []
-    for pid, ids in tqdm(items, desc=f"dfvg {method}", unit="prompt", file=sys.stderr, mininterval=2):
+    for pid, ids in progress(items, desc=f"dfvg {method}", unit="prompt"):
         t0 = time.perf_counter()
         rs: list[dict] = []
         if method == "target_greedy":

@@ -14,15 +14,14 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from heterospec.errors import UserError
+from heterospec.progress import progress
 from heterospec.hls.kvmu import ACCEPT, INIT, ROLLBACK, SPEC, KvmuModel
 
 log = logging.getLogger("heterospec.hls")
@@ -107,7 +106,7 @@ def check_greedy(tb, src, model, prompts: list[list[int]], max_new: int, eos, wo
     """Each prompt: prefill-by-decode, then speculation; tokens and accumulator hashes vs the torch reference."""
     layers, heads = model.arch["layers"], model.arch["heads"]
     rows = []
-    for i, ids in enumerate(tqdm(prompts, desc="csim greedy", unit="prompt", file=sys.stderr, mininterval=2)):
+    for i, ids in enumerate(progress(prompts, desc="csim greedy", unit="prompt")):
         t0 = time.time()
         gen = greedy(model, ids, max_new, eos)
         seq = ids + gen[:-1]                                   # what the kernel processes

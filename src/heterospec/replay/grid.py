@@ -2,18 +2,17 @@
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from typing import Any, Callable, Iterable
 
 import pyarrow as pa
-from tqdm import tqdm
 
 from heterospec.replay import des
 from heterospec.replay.engines import make_engine
 from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.problem import Problem, problems_from_steps
 from heterospec.config.hardware import System
+from heterospec.progress import progress
 from heterospec.replay.latency import LatencyProfile
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
@@ -47,8 +46,7 @@ def simulate(steps: pa.Table | list[Problem], systems: Iterable[System | SystemP
         jobs += [(Ctx(prof, sysp, recorded, speculation), sched, probs, engine, run) for sched in scheds]
     t0, big = time.perf_counter(), len(jobs) * len(probs) >= 2000
     if workers <= 1 or not big:
-        parts = [_replay_job(j) for j in tqdm(jobs, desc="replay grid", unit="system x schedule", file=sys.stderr,
-                                              mininterval=2, disable=not big)]
+        parts = [_replay_job(j) for j in progress(jobs, desc="replay grid", unit="system x schedule", disable=not big)]
         out = pa.concat_tables(parts) if jobs else RESULTS_SCHEMA.empty_table()
     else:
         out = _in_processes(jobs, workers)
@@ -85,8 +83,8 @@ def _in_processes(jobs: list, workers: int) -> pa.Table:
     _JOBS[:] = chunks
     try:
         with mp.get_context("fork").Pool(workers) as pool:
-            parts = list(tqdm(pool.imap(_replay_chunk, range(len(chunks)), chunksize=1), total=len(chunks),
-                              desc=f"replay grid ({workers} workers)", unit="chunk", file=sys.stderr, mininterval=2))
+            parts = list(progress(pool.imap(_replay_chunk, range(len(chunks)), chunksize=1), total=len(chunks),
+                                  desc=f"replay grid ({workers} workers)", unit="chunk"))
     finally:
         _JOBS.clear()
     return pa.concat_tables(parts)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from pathlib import Path
+from typing import Iterable
 
 import duckdb
 import pyarrow.parquet as pq
@@ -357,26 +359,82 @@ def _unreadable(root: Path, patterns) -> UserError | None:
     return None
 
 
-def connect(db_path: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection whose relative Parquet globs resolve against the project root."""
+def connect(db_path: Path, readable: Iterable[Path | str] = ()) -> duckdb.DuckDBPyConnection:
+    """A read-only connection whose relative Parquet globs resolve against the project root, sandboxed: files can
+    be read only under the results folder (the catalogue's) and the ``readable`` folders (the configured data
+    paths); no file can be written, no extension loaded, no database attached, and no setting lifted."""
     db_path = Path(db_path)
     if not db_path.exists():
         raise UserError(f"{db_path}: no results catalogue yet; run `snakemake --cores all` first")
     con = duckdb.connect(str(db_path), read_only=True)
-    con.execute(f"SET file_search_path = '{db_path.resolve().parent.parent}'")
+    results = db_path.resolve().parent
+    # the views name globs relative to the project root ("results/*/..."); DuckDB checks the path as written,
+    # before the search path resolves it, so the relative prefix is allowed beside the absolute folder
+    allowed = [f"{results}/", f"{RESULTS_PREFIX}/"] + [f"{Path(d).resolve()}/" for d in readable]
+    try:
+        con.execute(f"SET file_search_path = {_sql_str(results.parent)}")
+        con.execute(f"SET allowed_directories = [{', '.join(_sql_str(d) for d in allowed)}]")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET enable_external_access = false")   # from here on, only the allowed folders
+        con.execute("SET lock_configuration = true")        # and no SET can lift it
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
-def query(db_path: Path, sql: str):
-    """Run SQL against the catalogue; returns (column names, rows)."""
-    con = connect(db_path)
+RESULTS_PREFIX = "results"
+# statements that only read; everything else (COPY, EXPORT, ATTACH, INSTALL/LOAD, SET, CREATE, ...) is refused
+# before it runs. EXPLAIN ANALYZE runs its statement, so what it explains is checked too.
+READING = {"SELECT", "EXPLAIN", "PRAGMA", "CALL"}
+
+
+def query(db_path: Path, sql: str, readable: Iterable[Path | str] = ()):
+    """Run read-only SQL against the catalogue; returns (column names, rows). A statement that would write,
+    attach, load or change a setting, or read a file outside the results and ``readable`` folders, is refused
+    with one line."""
+    _check_reads_only(sql)
+    con = connect(db_path, readable)
     try:
         rel = con.sql(sql)
         if rel is None:
             return [], []
         return rel.columns, rel.fetchall()
+    except duckdb.PermissionException as e:
+        raise UserError(f"query refused: {_refusal(e, db_path, readable)}") from None
     except duckdb.Error as e:
+        if "configuration has been locked" in str(e):
+            raise UserError(f"query refused: {_first_line(e).removeprefix('Invalid Input Error: ')} "
+                            "(queries run with fixed settings)") from None
         broken = _unreadable(db_path.resolve().parent.parent, [g for p in TABLES.values() for g in _globs(p)]) if "parquet" in str(e).lower() else None
         raise broken or UserError(f"query failed: {_first_line(e)}") from None
     finally:
         con.close()
+
+
+def _check_reads_only(sql: str) -> None:
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise UserError(f"query failed: {_first_line(e)}") from None
+    for st in statements:
+        kind = st.type.name
+        text = " ".join(st.query.split())
+        inner = re.match(r"(?i)explain\s+(analy[sz]e\s+)?(.*)", text)
+        if kind == "EXPLAIN" and inner and inner.group(2):
+            _check_reads_only(inner.group(2))
+        elif kind not in READING:
+            raise UserError(f"query refused: {text.split()[0].upper() if text else kind} statements are not "
+                            f"allowed; queries only read (SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)")
+
+
+def _refusal(e: BaseException, db_path: Path, readable: Iterable[Path | str]) -> str:
+    m = re.search(r'Cannot access (?:file|directory) "([^"]*)"', str(e))
+    where = ", ".join([str(Path(db_path).resolve().parent), *(str(Path(d).resolve()) for d in readable)])
+    if m:
+        return f"{m.group(1)} is outside the folders a query may read ({where})"
+    return _first_line(e).removeprefix("Permission Error: ")
+
+
+def _sql_str(x: object) -> str:
+    return "'" + str(x).replace("'", "''") + "'"
