@@ -1,0 +1,275 @@
+"""The generated draft kernel as the draft role's :class:`~heterospec.reasoning.roles.Decoding`: one kernel call per
+token, through the kernel's own command interface (KVMU mode, mark, re-init, base, host token).
+
+The kernel's KVMU (:mod:`heterospec.hls.kvmu`) moves its pointers one token per command: INIT writes a host token at
+``ahead`` and commits it (valid = current = ahead), with ``reinit`` it first truncates to ``base`` <= valid; SPEC
+writes the sampler's token at ``ahead`` (with ``mark`` it closes a step: current = ahead); ACCEPT sets valid =
+current; ROLLBACK sets current = ahead = valid. The Python twin (:class:`heterospec.reasoning.kvcache.KVMU`) moves
+by whole writes. :class:`KernelKVMU` takes the twin's calls from the :class:`~heterospec.reasoning.roles.StepWriter`
+and turns each into the commands below; each log row is read from the kernel's registers after them:
+
+* **accept** (the PRM passed the step under verification): ACCEPT. The step was written with its last token marked,
+  so current is its end and valid moves there.
+* **reject** (rollback to ``keep`` = valid): ROLLBACK; the step and anything drafted ahead go.
+* **rollback into the unverified step** (``keep`` > valid: the target's rewrite shares the draft's first tokens):
+  the KVMU only rolls back to valid, so the kept tokens are re-written: INIT with ``reinit`` at valid - 1 (the last
+  committed token again), then SPEC for each kept token, the last marked. The kernel is deterministic and samples
+  greedily, so the sampler gives back the very tokens it wrote before (checked, token by token).
+* **backtrack** (``keep`` < valid): INIT with ``reinit`` at ``keep`` - 1, re-writing the last kept token: the
+  pointers truncate to ``keep`` (to empty, a reset of the registers, when ``keep`` is 0).
+* **host tokens in** (the prompt, shadow synchronisation of the target's tokens, re-initialisation after a
+  backtrack): INIT, one command per token. The kernel commits a host token as it writes it; the twin commits in a
+  separate ACCEPT (``shadow_sync``) that follows. So the INIT row shows valid as it stood before the host tokens
+  (current and ahead after them), and the ACCEPT row that follows shows the commit the kernel made.
+* **draft** (a step written after a verified context): SPEC per token, the step's last token marked (current = its
+  end: the step goes to the PRM).
+* **step ahead** (a step drafted while the PRM verifies the one before it): SPEC per token, none marked (current
+  stays at the end of the step under verification). When that step is accepted and the step drafted ahead becomes
+  the one under verification, its end must be marked, and the KVMU marks only as it writes: the step is re-written
+  from valid (INIT ``reinit`` at valid - 1, then SPEC per token, the last marked; again the same tokens), at the cost
+  of one kernel call per token of the step.
+
+Where the two cannot agree: host tokens that are not verified yet (the draft drafting ahead after a target rewrite
+that the PRM is still scoring, ``host`` in the twin's log). The twin keeps valid before them; the kernel has no such
+state (INIT commits), so from there until the next accept or rollback the kernel's valid is the twin's plus the
+rewrite. The tokens are unaffected: whatever the pointers, a rollback below valid re-initialises and one above it
+re-writes, so the kernel always holds exactly the context it is given.
+
+A step's last token is written when the step ends (the twin counts it as held at once; the plain decoding feeds it
+only at the next write), so the kernel's ``ahead`` is the twin's ``step_ahead`` at every row. The next write after it
+needs no re-feed: the token the kernel sampled after it is the continuation.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from heterospec.errors import UserError
+from heterospec.hls.kernel_lib import KernelInstance
+from heterospec.hls.kvmu import ACCEPT, INIT, ROLLBACK, SPEC
+from heterospec.reasoning import kvcache
+from heterospec.reasoning.kvcache import common_prefix
+from heterospec.reasoning.roles import Chunk, Decoding
+
+
+class KernelKVMU:
+    """The methods of :class:`heterospec.reasoning.kvcache.KVMU`, carried out by the kernel's KVMU.
+
+    ``rollback``, ``initialise`` and ``accept`` arrive before the write's context is in; they are queued (the
+    pointers they imply are predicted as the twin would move them, for the writer's next decision) and run in order
+    when the decoding's ``start`` has the context. ``speculate`` runs at once. Every row's pointers are the kernel's
+    registers after the row's commands (the module docstring says how each maps)."""
+
+    def __init__(self, decoding: "KernelDecoding"):
+        self.decoding = decoding
+        self.valid = self.current = self.step_ahead = 0
+        self.log: list[tuple[int, str, int, int, int, str]] = []
+        self.queue: list[tuple[str, int, str]] = []
+        self.in_use = False     # a writer drives it (its reset was called): mark steps, write their last token
+
+    def reset(self) -> None:
+        """A new problem: every pointer at 0, the log empty."""
+        self.valid = self.current = self.step_ahead = 0
+        self.log, self.queue = [], []
+        self.in_use = True
+
+    def rollback(self, length: int, why: str) -> None:
+        self.queue.append(("rollback", length, why))
+        self.current = self.step_ahead = length
+        self.valid = min(self.valid, length)
+
+    def initialise(self, length: int, why: str) -> None:
+        self.queue.append(("initialise", length, why))
+        self.current = self.step_ahead = length
+
+    def accept(self, length: int, why: str = "prm") -> None:
+        self.queue.append(("accept", length, why))
+        self.valid = length
+
+    def speculate(self, start: int, length: int, ahead: bool) -> None:
+        self.decoding._end_step(mark=not ahead)
+        self._row(kvcache.SPECULATION, "step_ahead" if ahead else "draft")
+
+    def _row(self, mode: str, why: str, valid: int | None = None) -> None:
+        r = self.decoding.regs
+        v = r["valid"] if valid is None else valid
+        self.valid, self.current, self.step_ahead = v, r["current"], r["ahead"]
+        self.log.append((time.perf_counter_ns(), mode, v, r["current"], r["ahead"], why))
+
+    def run(self, context: list[int]) -> None:
+        """Carry out the queued moves for a write after ``context``."""
+        dec = self.decoding
+        queue, self.queue = self.queue, []
+        for op, length, why in queue:
+            if op == "rollback":
+                dec._truncate(length)
+                self._row(kvcache.ROLLBACK, why)
+            elif op == "initialise":
+                before = dec.regs["valid"]
+                dec._host(context[:length])
+                self._row(kvcache.INIT, why, valid=before)
+            else:
+                if dec.regs["current"] > dec.regs["valid"]:
+                    dec._cmd(ACCEPT)
+                self._row(kvcache.ACCEPT, why)
+
+
+class KernelDecoding(Decoding):
+    """Greedy decoding with the generated kernel: each token one ``draft_step`` call (module docstring)."""
+    kind = "kernel"
+
+    def __init__(self, kernel: KernelInstance, where: str = "the kernel"):
+        self.k = kernel
+        self.where = where              # named in errors: the kernel folder
+        self.kvmu = KernelKVMU(self)
+        self._clear()
+        self._processed = 0
+
+    def _clear(self) -> None:
+        self.k.reset()
+        self.ids: list[int] = []        # the tokens in KV slots [0, ahead)
+        self.regs = {"valid": 0, "current": 0, "ahead": 0}
+        self.sample: int | None = None  # the token the kernel sampled after ids[-1] (None: not known)
+        self.pending = False            # the last token handed out is not written yet
+        self.room = 0
+
+    # -- commands ------------------------------------------------------------------------------------------------
+    def _cmd(self, mode: int, mark: int = 0, reinit: int = 0, base: int = 0, host: int = 0) -> dict:
+        if mode in (INIT, SPEC):
+            slot = base if reinit else self.regs["ahead"]
+            if slot >= self.k.shape.capacity:
+                raise UserError(f"the draft's context needs KV slot {slot}, past the kernel's capacity of "
+                                f"{self.k.shape.capacity} (CAPACITY, {self.where}); raise quantize.rope_positions "
+                                f"and regenerate the kernel, or lower algorithm.max_tokens_per_call")
+        o = self.k.step(mode, mark, reinit, base, host)
+        if o["error"]:
+            raise RuntimeError(f"kernel KVMU refused command mode={mode} mark={mark} reinit={reinit} base={base} "
+                               f"with valid/current/ahead {self.regs['valid']}/{self.regs['current']}/"
+                               f"{self.regs['ahead']}")
+        if o["wr_en"]:
+            del self.ids[o["wr_addr"]:]
+            self.ids.append(o["token_in"])
+            self.sample = o["token_out"]
+            self._processed += 1
+        elif mode == ROLLBACK:
+            del self.ids[o["ahead"]:]
+            self.sample = None
+        self.regs = o
+        return o
+
+    def _host(self, tokens: list[int]) -> None:
+        """Host tokens in (INIT) after the common prefix of what the kernel holds and ``tokens``."""
+        for t in tokens[common_prefix(self.ids, tokens):]:
+            self._cmd(INIT, host=t)
+
+    def _rewrite(self, frm: int, to: int, mark: bool) -> None:
+        """Re-write held slots [frm, to) from the committed token before them: INIT reinit at frm - 1, then SPEC."""
+        want = self.ids[frm:to]
+        if frm == 0:
+            raise RuntimeError("cannot re-write from slot 0: nothing committed before it")
+        self._cmd(INIT, reinit=1, base=frm - 1, host=self.ids[frm - 1])
+        for i, t in enumerate(want):
+            o = self._cmd(SPEC, mark=int(mark and i == len(want) - 1))
+            if o["token_in"] != t:
+                raise RuntimeError(f"kernel re-write of slot {o['wr_addr']} gave token {o['token_in']}, it held {t}")
+
+    def _truncate(self, keep: int) -> None:
+        """Hold exactly ids[:keep], with current = keep (module docstring: reject, backtrack, shared prefix)."""
+        valid = self.regs["valid"]
+        if keep == 0:
+            self._clear()
+        elif keep < valid:
+            self._cmd(INIT, reinit=1, base=keep - 1, host=self.ids[keep - 1])
+        elif keep == valid:
+            self._cmd(ROLLBACK)
+        elif keep < len(self.ids) or self.regs["current"] != keep:
+            self._rewrite(valid, keep, mark=True)
+
+    def _end_step(self, mark: bool) -> None:
+        """The writer's step ended: write its last token (marked when the step goes to the PRM)."""
+        if self.pending:
+            self._cmd(SPEC, mark=int(mark))
+            self.pending = False
+
+    # -- Decoding --------------------------------------------------------------------------------------------------
+    def reset(self, seed: int) -> None:
+        self._clear()           # greedy: the seed does not matter
+        self._processed = 0
+
+    def start(self, context: list[int]) -> int:
+        if len(context) > self.k.shape.capacity:
+            raise UserError(f"a context of {len(context)} tokens is longer than the kernel's KV capacity of "
+                            f"{self.k.shape.capacity} (CAPACITY, {self.where}); raise quantize.rope_positions and "
+                            f"regenerate the kernel, or lower algorithm.max_tokens_per_call")
+        p0 = self._processed
+        self.pending = False    # a complete step's last token not written (no KVMU driving): it comes in as a host token
+        self.kvmu.run(context)
+        keep = common_prefix(self.ids, context)
+        if keep < len(self.ids):
+            self._truncate(keep)
+        self._host(context)
+        if self.kvmu.in_use and self.regs["current"] < len(context) and self.regs["valid"] < len(context):
+            self._rewrite(self.regs["valid"], len(context), mark=True)    # a step drafted ahead goes to the PRM
+        if self.sample is None:                                           # after a rollback: the logits are gone
+            self._cmd(INIT, reinit=1, base=len(self.ids) - 1, host=self.ids[-1])
+        return self._processed - p0
+
+    def next(self, room: int) -> Chunk:
+        self.room = room
+        self.pending = True
+        return Chunk([self.sample])
+
+    def keep(self, kept: int, complete: bool) -> None:
+        if not kept:
+            self.pending = False
+            return
+        if (complete or self.room == 1) and self.kvmu.in_use:
+            return              # the step's last token: written when the step ends (KernelKVMU.speculate)
+        if not complete:
+            self._cmd(SPEC)
+            self.pending = False
+
+    @property
+    def processed(self) -> int:
+        return self._processed
+
+    @property
+    def held(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(frozen=True)
+class KernelRecipe:
+    """How a draft worker builds a :class:`KernelDecoding` (picklable): the kernel library, the kernel folder
+    (its ``kernel.json`` and weight blobs) and the board it was generated for."""
+    library: str
+    kernel_dir: str
+    board: str
+    kind: str = "kernel"
+
+    def build(self, spec) -> KernelDecoding:
+        """The decoding for ``spec`` (a draft role); one line when the kernel was made for another draft."""
+        import json
+
+        from heterospec.hls.codegen import export_digest
+
+        if spec.temperature > 0:
+            raise UserError(f"algorithm.temperature={spec.temperature}: the kernel draft samples greedily; "
+                            f"set it to 0 or use the torch draft (models.draft.kernel=none)")
+        man_path = Path(self.kernel_dir) / "kernel.json"
+        if not man_path.is_file():
+            raise UserError(f"{man_path}: no kernel manifest; generate the kernel (python -m heterospec.hls codegen "
+                            f"--board {self.board})")
+        man = json.loads(man_path.read_text())
+        export = Path(spec.path)
+        export = export.parent if export.is_file() else export
+        want = man.get("export_sha1")
+        have = export_digest(export) if (export / "quantized.json").is_file() else None
+        if want is None or have != want:
+            raise UserError(f"{man_path}: the kernel was generated from {man.get('export')} (export sha1 {want}), not "
+                            f"from the run's W8A8 draft {export} (sha1 {have}): another model or quantisation; "
+                            f"regenerate it for this run (python -m heterospec.hls codegen --board {self.board})")
+        if man.get("board") != self.board:
+            raise UserError(f"{man_path}: generated for board {man.get('board')!r}, the run asks for {self.board!r}")
+        return KernelDecoding(KernelInstance(Path(self.library), Path(self.kernel_dir)), str(self.kernel_dir))
