@@ -10,11 +10,12 @@ and turns each into the commands below; each log row is read from the kernel's r
 
 * **accept** (the PRM passed the step under verification): ACCEPT. The step was written with its last token marked,
   so current is its end and valid moves there.
-* **reject** (rollback to ``keep`` = valid): ROLLBACK; the step and anything drafted ahead go.
-* **rollback into the unverified step** (``keep`` > valid: the target's rewrite shares the draft's first tokens):
-  the KVMU only rolls back to valid, so the kept tokens are re-written: INIT with ``reinit`` at valid - 1 (the last
-  committed token again), then SPEC for each kept token, the last marked. The kernel is deterministic and samples
-  greedily, so the sampler gives back the very tokens it wrote before (checked, token by token).
+* **reject** (rollback to ``keep`` >= valid): ROLLBACK; the step and anything drafted ahead go. When the target's
+  rewrite shares the draft's first tokens (``keep`` > valid: the twin keeps them), the KVMU has rolled back to
+  valid, so the kept tokens are re-written after what it reports holding: INIT with ``reinit`` at ahead - 1 (the
+  last committed token again, for the sampler's next token), then SPEC for each kept token, the last marked. The
+  kernel is deterministic and samples greedily, so the sampler gives back the very tokens it wrote before (checked,
+  token by token).
 * **backtrack** (``keep`` < valid): INIT with ``reinit`` at ``keep`` - 1, re-writing the last kept token: the
   pointers truncate to ``keep`` (to empty, a reset of the registers, when ``keep`` is 0).
 * **host tokens in** (the prompt, shadow synchronisation of the target's tokens, re-initialisation after a
@@ -25,9 +26,9 @@ and turns each into the commands below; each log row is read from the kernel's r
   end: the step goes to the PRM).
 * **step ahead** (a step drafted while the PRM verifies the one before it): SPEC per token, none marked (current
   stays at the end of the step under verification). When that step is accepted and the step drafted ahead becomes
-  the one under verification, its end must be marked, and the KVMU marks only as it writes: the step is re-written
-  from valid (INIT ``reinit`` at valid - 1, then SPEC per token, the last marked; again the same tokens), at the cost
-  of one kernel call per token of the step.
+  the one under verification, its end must be marked, and the KVMU marks only as it writes: ROLLBACK to valid, then
+  the step is re-written as above (the last token marked; again the same tokens), at the cost of one kernel call per
+  token of the step.
 
 Where the two cannot agree: host tokens that are not verified yet (the draft drafting ahead after a target rewrite
 that the PRM is still scoring, ``host`` in the twin's log). The twin keeps valid before them; the kernel has no such
@@ -163,14 +164,16 @@ class KernelDecoding(Decoding):
         for t in tokens[common_prefix(self.ids, tokens):]:
             self._cmd(INIT, host=t)
 
-    def _rewrite(self, frm: int, to: int, mark: bool) -> None:
-        """Re-write held slots [frm, to) from the committed token before them: INIT reinit at frm - 1, then SPEC."""
-        want = self.ids[frm:to]
-        if frm == 0:
-            raise RuntimeError("cannot re-write from slot 0: nothing committed before it")
-        self._cmd(INIT, reinit=1, base=frm - 1, host=self.ids[frm - 1])
-        for i, t in enumerate(want):
-            o = self._cmd(SPEC, mark=int(mark and i == len(want) - 1))
+    def _rewrite(self, tokens: list[int], mark: bool) -> None:
+        """Write ``tokens`` (the kernel's own, held before) again after the slots the KVMU says it holds: the last
+        held token again (INIT reinit at ahead - 1, for the sampler's next token), then SPEC each, the last marked
+        when ``mark``; the greedy sampler must give each back."""
+        at = self.regs["ahead"]
+        if at == 0:
+            raise RuntimeError("cannot re-write after an empty KV cache: nothing committed")
+        self._cmd(INIT, reinit=1, base=at - 1, host=self.ids[at - 1])
+        for i, t in enumerate(tokens):
+            o = self._cmd(SPEC, mark=int(mark and i == len(tokens) - 1))
             if o["token_in"] != t:
                 raise RuntimeError(f"kernel re-write of slot {o['wr_addr']} gave token {o['token_in']}, it held {t}")
 
@@ -181,10 +184,11 @@ class KernelDecoding(Decoding):
             self._clear()
         elif keep < valid:
             self._cmd(INIT, reinit=1, base=keep - 1, host=self.ids[keep - 1])
-        elif keep == valid:
-            self._cmd(ROLLBACK)
-        elif keep < len(self.ids) or self.regs["current"] != keep:
-            self._rewrite(valid, keep, mark=True)
+        else:
+            kept = self.ids[valid:keep]
+            self._cmd(ROLLBACK)     # reject: the step under verification and any step drafted ahead go
+            if kept:
+                self._rewrite(kept, mark=True)
 
     def _end_step(self, mark: bool) -> None:
         """The writer's step ended: write its last token (marked when the step goes to the PRM)."""
@@ -210,7 +214,7 @@ class KernelDecoding(Decoding):
             self._truncate(keep)
         self._host(context)
         if self.kvmu.in_use and self.regs["current"] < len(context) and self.regs["valid"] < len(context):
-            self._rewrite(self.regs["valid"], len(context), mark=True)    # a step drafted ahead goes to the PRM
+            self._truncate(len(context))        # a step drafted ahead goes to the PRM: re-written, its end marked
         if self.sample is None:                                           # after a rollback: the logits are gone
             self._cmd(INIT, reinit=1, base=len(self.ids) - 1, host=self.ids[-1])
         return self._processed - p0

@@ -32,7 +32,10 @@ def cpu_placement(devices: dict[str, str]) -> dict[str, tuple[tuple[int, ...], i
 class Session:
     """Draft, PRM and target, each on the device ``system.torch_devices`` names."""
 
-    def __init__(self, cfg, checkpoints: dict[str, str], processes: bool = True, threads: int = 1):
+    def __init__(self, cfg, checkpoints: dict[str, str], processes: bool = True, threads: int = 1,
+                 decodings: dict | None = None):
+        """``decodings``: per role, a :class:`~heterospec.reasoning.roles.DecodingRecipe` the stage built (the
+        kernel draft); a role without one decodes plainly."""
         from heterospec.models.loading import load_tokenizer
 
         self.cfg = cfg
@@ -53,7 +56,8 @@ class Session:
                                               delimiter=m.step_separator, step_token=m.prm_step_token,
                                               temperature=alg.temperature,
                                               quantized=r == "draft" and m.draft.quantized,
-                                              cpus=placement[r][0], nice=placement[r][1]))
+                                              cpus=placement[r][0], nice=placement[r][1],
+                                              decoding=(decodings or {}).get(r)))
         except BaseException:
             self.close()
             raise
