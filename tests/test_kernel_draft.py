@@ -5,6 +5,7 @@ backtracking through a Session reaches the same outcomes with it as with the ref
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 
 import pytest
@@ -144,6 +145,7 @@ def test_one_line_errors(kernel, tmp_path):
     man = json.loads((other / "quantized.json").read_text())
     (other / "quantized.json").write_text(json.dumps({**man, "alpha": 0.25}))     # another quantisation
     recipe = KernelRecipe(str(lib), str(src), "u280")
+    assert pickle.loads(pickle.dumps(recipe)) == recipe                         # a worker process can build it
     with pytest.raises(UserError, match="another model or quantisation; regenerate it") as e:
         recipe.build(RoleSpec(role="draft", path=str(other), device="cpu"))
     assert "\n" not in str(e.value)
