@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -91,8 +92,7 @@ def test_kernel_writes_the_int8_reference_steps_and_its_registers_log_the_python
     assert kw.decoding.k.calls >= kw.processed >= sum(len(s[0]) for s in got)
 
 
-def _brsd_cfg(extra: list[str]):
-    return compose_config(OVERRIDES + ["algorithm=brsd", "models.draft.quantized=true", *extra])
+BRSD = OVERRIDES + ["algorithm=brsd", "models.draft.quantized=true"]
 
 
 @pytest.fixture(scope="module")
@@ -102,13 +102,14 @@ def brsd(kernel):
     _, paths, export, *_ = kernel
     checkpoints = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ROLES}
     checkpoints["draft"] = str(export)
-    cfg = _brsd_cfg([])
+    cfg = compose_config(BRSD)
     problems = load_problems(cfg.dataset, 4)
     with Session(cfg, checkpoints, processes=False) as s:
         scores = sorted(c["prm_score"] for p in problems for c in s.run(p, cfg.algorithm, "sequential")["calls"]
                         if c["role"] == "prm")
     median = scores[len(scores) // 2]
-    return _brsd_cfg([f"algorithm.threshold={median}", f"algorithm.backtrack_threshold={median}"]), checkpoints, problems
+    overrides = BRSD + [f"algorithm.threshold={median}", f"algorithm.backtrack_threshold={median}"]
+    return compose_config(overrides), checkpoints, problems, overrides
 
 
 def _view(r: dict) -> tuple:
@@ -120,7 +121,7 @@ def _view(r: dict) -> tuple:
 
 def test_brsd_with_the_kernel_draft_equals_the_int8_reference(kernel, brsd):
     _, _, _, src, lib = kernel
-    cfg, checkpoints, problems = brsd
+    cfg, checkpoints, problems, _ = brsd
     recipe = KernelRecipe(str(lib), str(src), "u280")
     with Session(cfg, checkpoints, processes=False) as s:
         want = [s.run(p, cfg.algorithm, "sequential") for p in problems]
@@ -136,8 +137,40 @@ def test_brsd_with_the_kernel_draft_equals_the_int8_reference(kernel, brsd):
     assert [_view(r)[:7] for r in ahead] == [_view(r)[:7] for r in want[:2]]
 
 
+def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, brsd):
+    """collect.draft_kernel=u280: the collect stage builds the recipe, the draft's worker process loads the
+    library; the shard's problems and KVMU tables equal those of the torch int8 draft in-process."""
+    from heterospec.collect import run_shard
+    from heterospec.reasoning.traces import TABLES
+    from heterospec.store import read_parquet
+    _, paths, *_ = kernel
+    ov = brsd[3] + ["collect.limit=3"]
+
+    def shard(extra: list[str], processes: bool) -> dict[str, list[dict]]:
+        out = run_shard(compose_config(ov + extra), paths, ov + extra, "synthetic", "brsd", "sequential", "0of1",
+                        processes=processes)
+        return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "kvmu")}
+
+    want = shard([], False)
+    got = shard(["collect.draft_kernel=u280"], True)
+    keys = ("problem_id", "prediction", "correct", "output", "stop", "steps", "draft_steps", "target_steps",
+            "backtracks", "draft_tokens", "target_tokens", "prm_calls", "draft_ingested")
+    view = lambda rows: [{k: r[k] for k in keys} for r in rows]           # noqa: E731
+    assert len(got["problems"]) == 3 and view(got["problems"]) == view(want["problems"])
+    kv = lambda rows: [{k: v for k, v in r.items() if k not in ("t_ns", "run")} for r in rows]   # noqa: E731
+    assert kv(got["kvmu"]) == kv(want["kvmu"]) and len(got["kvmu"]) > 10
+    # the kernel drafted: it writes a step's last token at once and re-writes kept tokens, so it feeds more
+    assert sum(r["draft_processed"] for r in got["problems"]) > sum(r["draft_processed"] for r in want["problems"])
+
+
 def test_one_line_errors(kernel, tmp_path):
-    _, _, export, src, lib = kernel
+    from heterospec.hls.kernel_draft import kernel_recipe
+    cfg, paths, export, src, lib = kernel
+    with pytest.raises(UserError, match="collect.draft_kernel=zz: expected none or one of hls.boards"):
+        kernel_recipe(cfg, paths, "zz")
+    elsewhere = SimpleNamespace(quantized_draft=paths.quantized_draft, hls_codegen=lambda b: tmp_path / b / "kernel.json")
+    with pytest.raises(UserError, match="collect.draft_kernel=u280: no generated kernel at .*hls codegen --board u280"):
+        kernel_recipe(cfg, elsewhere, "u280")
     with pytest.raises(UserError, match="C\\+\\+ compiler 'no-such-g\\+\\+' not found.*install g\\+\\+"):
         build_library(src, tmp_path / "lib", cxx="no-such-g++")
     other = tmp_path / "other_export"

@@ -277,3 +277,23 @@ class KernelRecipe:
         if man.get("board") != self.board:
             raise UserError(f"{man_path}: generated for board {man.get('board')!r}, the run asks for {self.board!r}")
         return KernelDecoding(KernelInstance(Path(self.library), Path(self.kernel_dir)), str(self.kernel_dir))
+
+
+def kernel_recipe(cfg, paths, board: str) -> tuple[str, KernelRecipe]:
+    """(the W8A8 export the kernel drafts from, the recipe) for a run whose draft is ``board``'s generated kernel
+    (``collect.draft_kernel``); the library is built here, once, before any worker starts. One line for each
+    missing piece, naming the stage that makes it."""
+    from heterospec.hls.kernel_lib import build_library
+
+    if board not in cfg.hls.boards:
+        raise UserError(f"collect.draft_kernel={board}: expected none or one of hls.boards {list(cfg.hls.boards)}")
+    export = Path(paths.quantized_draft)
+    if not export.exists():
+        raise UserError(f"collect.draft_kernel={board} drafts with the W8A8 export, but {export} does not exist; "
+                        f"run the quantize stage first (python -m heterospec.quantize)")
+    kernel = Path(paths.hls_codegen(board))
+    if not kernel.exists():
+        raise UserError(f"collect.draft_kernel={board}: no generated kernel at {kernel}; run "
+                        f"python -m heterospec.hls codegen --board {board}")
+    lib = build_library(kernel.parent, cxx=cfg.hls.cxx)
+    return str(export.parent.resolve()), KernelRecipe(str(lib), str(kernel.parent.resolve()), board)
