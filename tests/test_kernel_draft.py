@@ -186,3 +186,23 @@ def test_one_line_errors(kernel, tmp_path):
     cap = dec.k.shape.capacity
     with pytest.raises(UserError, match=f"longer than the kernel's KV capacity of {cap} \\(CAPACITY"):
         dec.start([1] * (cap + 1))
+
+
+def test_the_kernel_draft_adds_up_the_perf_models_time_per_call(kernel):
+    """Each kernel call that writes KV slot L costs the board the perf model's ms per token at context L."""
+    from heterospec.config.hardware import device
+    from heterospec.hls.kernel_draft import kernel_recipe
+    from heterospec.hls.perf import Arch, Design, token_ms
+    cfg, paths, export, src, _ = kernel
+    _, recipe = kernel_recipe(cfg, paths, "u280")
+    dec = recipe.build(RoleSpec(role="draft", path=str(export), device="cpu"))
+    man = json.loads((src / "kernel.json").read_text())
+    dev = device("u280", cfg)
+    arch, design = Arch.of(man["arch"]), Design.of(dict(cfg.hls.pipeline))
+    per = [token_ms(arch, man["rows"], man["cols"], dev, dev.clock_mhz, design, L)[0] for L in range(7)]
+    dec.reset(0)
+    dec.start([5, 6, 7, 8, 9])                                   # five host tokens: slots 0..4
+    assert dec.modelled_ms == pytest.approx(sum(per[:5]))
+    dec.next(10)
+    dec.keep(1, False)                                           # one sampled token written at slot 5
+    assert dec.modelled_ms == pytest.approx(sum(per[:6])) and per[5] > per[0] > 0

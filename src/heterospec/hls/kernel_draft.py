@@ -42,6 +42,7 @@ needs no re-feed: the token the kernel sampled after it is the continuation.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,12 +121,14 @@ class KernelDecoding(Decoding):
     """Greedy decoding with the generated kernel: each token one ``draft_step`` call (module docstring)."""
     kind = "kernel"
 
-    def __init__(self, kernel: KernelInstance, where: str = "the kernel"):
+    def __init__(self, kernel: KernelInstance, where: str = "the kernel", board_ms: tuple[float, ...] = ()):
         self.k = kernel
         self.where = where              # named in errors: the kernel folder
+        self.board_ms = board_ms        # the perf model's ms per kernel call writing KV slot i (empty: not modelled)
         self.kvmu = KernelKVMU(self)
         self._clear()
         self._processed = 0
+        self.modelled_ms = 0.0          # the board's modelled time of every kernel call since the last reset
 
     def _clear(self) -> None:
         self.k.reset()
@@ -149,6 +152,8 @@ class KernelDecoding(Decoding):
                                f"with valid/current/ahead {self.regs['valid']}/{self.regs['current']}/"
                                f"{self.regs['ahead']}")
         if o["wr_en"]:
+            if self.board_ms:
+                self.modelled_ms += self.board_ms[o["wr_addr"]]
             del self.ids[o["wr_addr"]:]
             self.ids.append(o["token_in"])
             self.sample = o["token_out"]
@@ -200,6 +205,7 @@ class KernelDecoding(Decoding):
     def reset(self, seed: int) -> None:
         self._clear()           # greedy: the seed does not matter
         self._processed = 0
+        self.modelled_ms = 0.0
 
     def start(self, context: list[int]) -> int:
         if len(context) > self.k.shape.capacity:
@@ -246,16 +252,16 @@ class KernelDecoding(Decoding):
 @dataclass(frozen=True)
 class KernelRecipe:
     """How a draft worker builds a :class:`KernelDecoding` (picklable): the kernel library, the kernel folder
-    (its ``kernel.json`` and weight blobs) and the board it was generated for."""
+    (its ``kernel.json`` and weight blobs), the board it was generated for and, optionally, the board's modelled ms
+    per kernel call by KV slot (:func:`board_ms_table`)."""
     library: str
     kernel_dir: str
     board: str
+    board_ms: tuple[float, ...] = ()
     kind: str = "kernel"
 
     def build(self, spec) -> KernelDecoding:
         """The decoding for ``spec`` (a draft role); one line when the kernel was made for another draft."""
-        import json
-
         from heterospec.hls.codegen import export_digest
 
         if spec.temperature > 0:
@@ -276,7 +282,8 @@ class KernelRecipe:
                             f"regenerate it for this run (python -m heterospec.hls codegen --board {self.board})")
         if man.get("board") != self.board:
             raise UserError(f"{man_path}: generated for board {man.get('board')!r}, the run asks for {self.board!r}")
-        return KernelDecoding(KernelInstance(Path(self.library), Path(self.kernel_dir)), str(self.kernel_dir))
+        return KernelDecoding(KernelInstance(Path(self.library), Path(self.kernel_dir)), str(self.kernel_dir),
+                              self.board_ms)
 
 
 def kernel_recipe(cfg, paths, board: str) -> tuple[str, KernelRecipe]:
@@ -296,4 +303,19 @@ def kernel_recipe(cfg, paths, board: str) -> tuple[str, KernelRecipe]:
         raise UserError(f"collect.draft_kernel={board}: no generated kernel at {kernel}; run "
                         f"python -m heterospec.hls codegen --board {board}")
     lib = build_library(kernel.parent, cxx=cfg.hls.cxx)
-    return str(export.parent.resolve()), KernelRecipe(str(lib), str(kernel.parent.resolve()), board)
+    table = board_ms_table(cfg, board, json.loads(kernel.read_text()))
+    return str(export.parent.resolve()), KernelRecipe(str(lib), str(kernel.parent.resolve()), board, table)
+
+
+def board_ms_table(cfg, board: str, manifest: dict) -> tuple[float, ...]:
+    """The perf model's ms for one kernel call that writes KV slot i (context i), i < CAPACITY, on ``board`` at its
+    own clock, for the generated kernel (``manifest``: its shape and engines) and the run's ``hls.pipeline`` design.
+    Every call runs the LM head: this kernel samples after host tokens too."""
+    from heterospec.config.hardware import device
+    from heterospec.hls.perf import Arch, Design, token_ms
+
+    dev = device(board, cfg)
+    clock = dev.clock_mhz if dev.clock_mhz is not None else dev.kernel_clocks()[-1]
+    arch, design = Arch.of(manifest["arch"]), Design.of(dict(cfg.hls.pipeline))
+    return tuple(token_ms(arch, manifest["rows"], manifest["cols"], dev, clock, design, ctx)[0]
+                 for ctx in range(int(manifest["capacity"])))
