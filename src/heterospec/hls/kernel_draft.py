@@ -32,9 +32,11 @@ and turns each into the commands below; each log row is read from the kernel's r
 
 Where the two cannot agree: host tokens that are not verified yet (the draft drafting ahead after a target rewrite
 that the PRM is still scoring, ``host`` in the twin's log). The twin keeps valid before them; the kernel has no such
-state (INIT commits), so from there until the next accept or rollback the kernel's valid is the twin's plus the
-rewrite. The tokens are unaffected: whatever the pointers, a rollback below valid re-initialises and one above it
-re-writes, so the kernel always holds exactly the context it is given.
+state (INIT commits), so the kernel's valid includes the rewrite from there on, and when the PRM passes it the
+twin's ACCEPT row has no counterpart (the kernel's valid is there already); a backtrack re-initialises below it as
+usual. Collected under the step-ahead executor, the two logs differ in exactly these rows. The tokens are
+unaffected: whatever the pointers, a rollback below valid re-initialises and one above it re-writes, so the kernel
+always holds exactly the context it is given.
 
 A step's last token is written when the step ends (the twin counts it as held at once; the plain decoding feeds it
 only at the next write), so the kernel's ``ahead`` is the twin's ``step_ahead`` at every row. The next write after it
