@@ -79,19 +79,23 @@ class KernelKVMU:
         self.in_use = True
 
     def rollback(self, length: int, why: str) -> None:
+        """Drop what the cache holds after ``length`` (queued: reject, backtrack)."""
         self.queue.append(("rollback", length, why))
         self.current = self.step_ahead = length
         self.valid = min(self.valid, length)
 
     def initialise(self, length: int, why: str) -> None:
+        """Host tokens in up to ``length`` (queued: the context's tokens come with the decoding's ``start``)."""
         self.queue.append(("initialise", length, why))
         self.current = self.step_ahead = length
 
     def accept(self, length: int, why: str = "prm") -> None:
+        """The path up to ``length`` is verified (queued)."""
         self.queue.append(("accept", length, why))
         self.valid = length
 
     def speculate(self, start: int, length: int, ahead: bool) -> None:
+        """The write ended: its last token goes in (marked unless drafted ahead) and the row is logged."""
         self.decoding._end_step(mark=not ahead)
         self._row(kvcache.SPECULATION, "step_ahead" if ahead else "draft")
 
