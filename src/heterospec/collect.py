@@ -118,10 +118,15 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
                 raise UserError(f"models.draft.quantized=true but {paths.quantized_draft} does not exist; "
                                 f"run the quantize stage first (python -m heterospec.quantize)")
             checkpoints["draft"] = str(paths.quantized_draft.parent.resolve())
+        decodings = {}
+        if cfg.collect.draft_kernel != "none":     # the generated HLS kernel drafts, from the W8A8 export
+            from heterospec.hls.kernel_draft import kernel_recipe
+            checkpoints["draft"], decodings["draft"] = kernel_recipe(cfg, paths, cfg.collect.draft_kernel)
         use_processes = cfg.collect.processes if processes is None else processes
         # the target speculates with the float draft, whatever the run's draft is (a W8A8 export is the FPGA's)
         with Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role, alg=alg,
-                     speculative_draft=read_manifest(paths.model_manifest("draft"))["path"]) as session:
+                     speculative_draft=read_manifest(paths.model_manifest("draft"))["path"],
+                     decodings=decodings) as session:
             ex = session.executor(executor, alg)
             correct = 0
             bar = progress(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem")

@@ -209,6 +209,7 @@ class CollectConfig:
     processes: bool = True           # one worker process per role (false: all in this process, for debugging)
     threads_per_role: int = 1        # torch threads in each role's worker
     repeats: int = 1                 # runs of each problem, in rounds; > 1: every run's timings (repeats table)
+    draft_kernel: str = "none"       # none, or a board of hls.boards: its generated HLS kernel (C++ on this CPU) drafts
 
 
 # ----------------------------------------------------------------------------- replay

@@ -20,7 +20,7 @@ from heterospec.artifacts import digest_files, portable
 from heterospec.errors import UserError
 from heterospec.hls.perf import Arch, check_parallelism
 from heterospec.quantize.intmath import EXP2_POLY, LOG2E, f32
-from heterospec.quantize.w8a8 import load_export
+from heterospec.quantize.w8a8 import MANIFEST_FILE, WEIGHTS_FILE, load_export
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = ("hs_types.h", "draft_kernel.h", "draft_kernel.cpp", "tb.cpp")
@@ -42,6 +42,14 @@ def _blob_order(info: dict) -> list[str]:
                                               "mlp_norm", "gate_up.weight", "gate_up.scale", "down.weight",
                                               "down.scale", "v_scale")]
     return names
+
+
+def export_digest(export_dir: Path) -> str:
+    """sha1 of a W8A8 export's manifest and weights (16 hex digits): which model, quantised how, a kernel is for."""
+    h = hashlib.sha1()
+    for name in (MANIFEST_FILE, WEIGHTS_FILE):
+        h.update((Path(export_dir) / name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, pointer_bits: int, port_bits: int = 256,
@@ -90,7 +98,8 @@ def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, poin
     manifest = {"board": board, "export": export, "arch": a, "rows": rows, "cols": cols,
                 "capacity": capacity, "pointer_bits": pointer_bits, "port_bits": port_bits, "dataflow": dataflow,
                 "prefetch_words": max(2, prefetch_words), "int8_bytes": n8, "float_count": nf,
-                "files": digest_files(tmp, skip=(Path(out).name,)), "top": "draft::draft_step", "sha1": digest}
+                "files": digest_files(tmp, skip=(Path(out).name,)), "top": "draft::draft_step", "sha1": digest,
+                "export_sha1": export_digest(export_dir)}
     (tmp / Path(out).name).write_text(json.dumps(manifest, indent=2))
     if src.exists():
         shutil.rmtree(src)

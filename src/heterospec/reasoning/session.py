@@ -34,9 +34,11 @@ class Session:
     ``algorithm.target_decoding`` a strategy, by token-level speculation with a copy of the run's draft beside it."""
 
     def __init__(self, cfg, checkpoints: dict[str, str], processes: bool = True, threads: int = 1, alg=None,
-                 speculative_draft: str | None = None):
+                 speculative_draft: str | None = None, decodings: dict | None = None):
         """``alg``: the algorithm run (default ``cfg.algorithm``); ``speculative_draft``: the float draft checkpoint
-        the target speculates with (default ``checkpoints["draft"]``; the run's draft may be a W8A8 export)."""
+        the target speculates with (default ``checkpoints["draft"]``; the run's draft may be a W8A8 export);
+        ``decodings``: per role, a :class:`~heterospec.reasoning.roles.DecodingRecipe` the stage built (the kernel
+        draft); a role without one decodes plainly (the target: or speculatively, as the algorithm says)."""
         from heterospec.models.loading import load_tokenizer
         from heterospec.speculative.stepwise import speculative_recipe
 
@@ -64,7 +66,8 @@ class Session:
                                               temperature=alg.temperature,
                                               quantized=r == "draft" and m.draft.quantized,
                                               cpus=placement[r][0], nice=placement[r][1],
-                                              decoding=target_decoding if r == "target" else None))
+                                              decoding=(decodings or {}).get(r) or
+                                              (target_decoding if r == "target" else None)))
         except BaseException:
             self.close()
             raise

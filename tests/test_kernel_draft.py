@@ -1,0 +1,235 @@
+"""The generated HLS kernel as the draft role (issue 24): built as a shared library and driven through its own KVMU
+commands, it writes the same steps as the torch int8 reference (the oracle: ``StepWriter.plain`` over
+``load_quantized_draft``) and its pointer log, read from the kernel's registers, equals the Python KVMU's; BRSD with
+backtracking through a Session reaches the same outcomes with it as with the reference; one-line errors."""
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import copy_quantized
+from heterospec.config import compose_config
+from heterospec.errors import UserError
+from heterospec.hls import stage as hls
+from heterospec.hls.kernel_draft import KernelDecoding, KernelRecipe
+from heterospec.hls.kernel_lib import KernelInstance, build_library
+from heterospec.models.loading import load_tokenizer
+from heterospec.models.prompts import format_prompt
+from heterospec.paths import ROLES
+from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK
+from heterospec.reasoning.roles import StepWriter
+from heterospec.reasoning.session import Session
+from heterospec.reasoning.workers import RoleSpec
+from heterospec.tasks import load_problems
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+OVERRIDES = ["experiment=ci", "collect.limit=6"]
+
+
+@pytest.fixture(scope="module")
+def kernel(trained_models, ci_quantized):
+    """(cfg, paths, export dir, kernel dir, library): the ci trio's W8A8 draft, its U280 kernel and library."""
+    cfg, paths = trained_models.run(OVERRIDES)
+    copy_quantized(ci_quantized, paths)
+    hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"))
+    src = paths.hls_codegen("u280").parent
+    return cfg, paths, paths.quantized_draft.parent.resolve(), src, build_library(src)
+
+
+def _writers(kernel):
+    from heterospec.quantize.model import load_quantized_draft
+    cfg, _, export, src, lib = kernel
+    tok = load_tokenizer(str(export), "draft")
+    dec = KernelDecoding(KernelInstance(lib, src), str(src))
+    delim = cfg.models.step_separator
+    return tok, StepWriter(dec, tok, delim, dec.kvmu), StepWriter.plain(load_quantized_draft(export), tok, delim,
+                                                                        kvmu=True)
+
+
+def _script(w, prompt: list[int], vocab: int) -> list[tuple]:
+    """A sequence of writes as the executors issue them: draft, reject with a shared first token + shadow sync of the
+    target's tokens, draft, a step drafted ahead, accept + a step ahead (the one drafted ahead goes to the PRM),
+    reject of a step drafted ahead that shares a token with the rewrite, a backtrack into accepted steps."""
+    other = lambda t: (t + 1) % vocab                            # noqa: E731  (a stand-in for the target's token)
+    P, out = len(prompt), []
+
+    def write(ctx, valid, n=12):
+        s = w.write(ctx, valid, n)
+        out.append((s.tokens, s.complete, s.eos))
+        return s.tokens
+
+    s1 = write(prompt, P)
+    t1 = [s1[0], other(s1[1]), other(s1[0])]                     # rejected; the target's step shares a token
+    a = prompt + t1
+    s2 = write(a, len(a))
+    s3 = write(a + s2, len(a))                                   # drafted ahead of s2's verdict
+    s4 = write(a + s2 + s3, len(a) + len(s2))                    # s2 accepted; s4 ahead of s3's verdict
+    t3 = [s4[0], other(s4[1])] if len(s4) > 1 else [other(s4[0])]
+    b = a + s2 + s3 + t3                                         # s3 accepted, s4 rejected: a shared token
+    write(b, len(b), 6)
+    c = a + [other(s2[0])] * 2                                   # backtrack: the target rewrites s2's position
+    write(c, len(c))
+    write(c, len(c), 1)                                          # the same context again: one token
+    return out
+
+
+def test_kernel_writes_the_int8_reference_steps_and_its_registers_log_the_python_kvmu(kernel):
+    cfg, *_ = kernel
+    tok, kw, pw = _writers(kernel)
+    problem = load_problems(cfg.dataset, 1)[0]
+    prompt = tok(format_prompt(cfg.models.prompt, problem.question, tok))["input_ids"]
+    for w in (kw, pw):
+        w.reset(0)
+    got, want = _script(kw, prompt, len(tok)), _script(pw, prompt, len(tok))
+    assert got == want and sum(len(s[0]) for s in got) > 30
+    rows = lambda w: [r[1:] for r in w.kvmu.log]                 # noqa: E731  (mode, valid, current, ahead, why)
+    assert rows(kw) == rows(pw)
+    assert {r[-1] for r in rows(kw)} >= {"prompt", "draft", "step_ahead", "reject", "backtrack", "shadow_sync", "prm"}
+    # every pointer the kernel reports is its own: the instance ran one draft_step per command
+    assert kw.decoding.k.calls >= kw.processed >= sum(len(s[0]) for s in got)
+
+
+BRSD = OVERRIDES + ["algorithm=brsd", "models.draft.quantized=true"]
+
+
+@pytest.fixture(scope="module")
+def brsd(kernel):
+    """A BRSD config whose thresholds sit at the median PRM score of the int8 draft's steps (the ci PRM barely
+    separates steps: this makes accepts, rejects and backtracks all happen), and the checkpoints."""
+    _, paths, export, *_ = kernel
+    checkpoints = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ROLES}
+    checkpoints["draft"] = str(export)
+    cfg = compose_config(BRSD)
+    problems = load_problems(cfg.dataset, 4)
+    with Session(cfg, checkpoints, processes=False) as s:
+        scores = sorted(c["prm_score"] for p in problems for c in s.run(p, cfg.algorithm, "sequential")["calls"]
+                        if c["role"] == "prm")
+    median = scores[len(scores) // 2]
+    overrides = BRSD + [f"algorithm.threshold={median}", f"algorithm.backtrack_threshold={median}"]
+    return compose_config(overrides), checkpoints, problems, overrides
+
+
+def _view(r: dict) -> tuple:
+    p = r["problems"][0]
+    return (p["output"], p["prediction"], p["correct"], p["stop"], p["steps"], p["backtracks"], p["target_steps"],
+            [(c["role"], c["step"], c["attempt"], c["phase"], c["tokens_out"], c["prm_score"], c["outcome"])
+             for c in r["calls"] if c["role"] != "draft" or c["phase"] == "decode"])
+
+
+def _kernel_view_of_twin_log(rows: list[tuple]) -> list[tuple]:
+    """The rows the kernel logs where the Python twin logs ``rows`` (kernel_draft's docstring): the kernel's valid
+    ``K`` also counts host tokens not verified yet (a ``host`` INIT commits them), so an accept up to ``K`` has no row
+    and a rollback below ``K`` is a backtrack."""
+    out, K = [], 0
+    for mode, v, c, s, why in rows:
+        if mode == INIT:
+            out.append((mode, K, c, s, why))
+            K = c if why == "host" else K          # the shadow_sync ACCEPT that follows commits the others
+        elif mode == ACCEPT:
+            if v > K:
+                K = v
+                out.append((mode, K, c, s, why))
+        elif mode == ROLLBACK:
+            why = "backtrack" if c < K else why
+            K = min(K, c)
+            out.append((mode, K, c, s, why))
+        else:
+            out.append((mode, K, c, s, why))
+    return out
+
+
+def test_brsd_with_the_kernel_draft_equals_the_int8_reference(kernel, brsd):
+    _, _, _, src, lib = kernel
+    cfg, checkpoints, problems, _ = brsd
+    recipe = KernelRecipe(str(lib), str(src), "u280")
+    with Session(cfg, checkpoints, processes=False) as s:
+        want = [s.run(p, cfg.algorithm, "sequential") for p in problems]
+        want_ahead = [s.run(p, cfg.algorithm, "step_ahead") for p in problems[:2]]
+    with Session(cfg, checkpoints, processes=False, decodings={"draft": recipe}) as s:
+        assert isinstance(s.roles["draft"].role.decoding, KernelDecoding)
+        seq = [s.run(p, cfg.algorithm, "sequential") for p in problems]
+        ahead = [s.run(p, cfg.algorithm, "step_ahead") for p in problems[:2]]
+    assert sum(r["problems"][0]["backtracks"] for r in want) > 0          # the backtrack branch ran
+    assert [_view(r) for r in seq] == [_view(r) for r in want]
+    kv = lambda r: [(x["mode"], x["valid"], x["current"], x["step_ahead"], x["reason"]) for x in r["kvmu"]]  # noqa
+    assert [kv(r) for r in seq] == [kv(r) for r in want]
+    # overlapped (a step drafted ahead, cancelled work): the same reasoning; the pointer logs differ only where the
+    # kernel commits a target rewrite still under verification
+    assert [_view(r)[:7] for r in ahead] == [_view(r)[:7] for r in want_ahead] == [_view(r)[:7] for r in want[:2]]
+    assert any(x[-1] == "host" for r in want_ahead for x in kv(r))
+    assert [kv(r) for r in ahead] == [_kernel_view_of_twin_log(kv(r)) for r in want_ahead]
+
+
+def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, brsd):
+    """collect.draft_kernel=u280: the collect stage builds the recipe, the draft's worker process loads the
+    library; the shard's problems and KVMU tables equal those of the torch int8 draft in-process."""
+    from heterospec.collect import run_shard
+    from heterospec.reasoning.traces import TABLES
+    from heterospec.store import read_parquet
+    _, paths, *_ = kernel
+    ov = brsd[3] + ["collect.limit=3"]
+
+    def shard(extra: list[str], processes: bool) -> dict[str, list[dict]]:
+        out = run_shard(compose_config(ov + extra), paths, ov + extra, "synthetic", "brsd", "sequential", "0of1",
+                        processes=processes)
+        return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "kvmu")}
+
+    want = shard([], False)
+    got = shard(["collect.draft_kernel=u280"], True)
+    keys = ("problem_id", "prediction", "correct", "output", "stop", "steps", "draft_steps", "target_steps",
+            "backtracks", "draft_tokens", "target_tokens", "prm_calls", "draft_ingested")
+    view = lambda rows: [{k: r[k] for k in keys} for r in rows]           # noqa: E731
+    assert len(got["problems"]) == 3 and view(got["problems"]) == view(want["problems"])
+    kv = lambda rows: [{k: v for k, v in r.items() if k not in ("t_ns", "run")} for r in rows]   # noqa: E731
+    assert kv(got["kvmu"]) == kv(want["kvmu"]) and len(got["kvmu"]) > 10
+    # the kernel drafted: it writes a step's last token at once and re-writes kept tokens, so it feeds more
+    assert sum(r["draft_processed"] for r in got["problems"]) > sum(r["draft_processed"] for r in want["problems"])
+
+
+def test_one_line_errors(kernel, tmp_path):
+    from heterospec.hls.kernel_draft import kernel_recipe
+    cfg, paths, export, src, lib = kernel
+    with pytest.raises(UserError, match="collect.draft_kernel=zz: expected none or one of hls.boards"):
+        kernel_recipe(cfg, paths, "zz")
+    elsewhere = SimpleNamespace(quantized_draft=paths.quantized_draft, hls_codegen=lambda b: tmp_path / b / "kernel.json")
+    with pytest.raises(UserError, match="collect.draft_kernel=u280: no generated kernel at .*hls codegen --board u280"):
+        kernel_recipe(cfg, elsewhere, "u280")
+    with pytest.raises(UserError, match="C\\+\\+ compiler 'no-such-g\\+\\+' not found.*install g\\+\\+"):
+        build_library(src, tmp_path / "lib", cxx="no-such-g++")
+    other = tmp_path / "other_export"
+    shutil.copytree(export, other)
+    man = json.loads((other / "quantized.json").read_text())
+    (other / "quantized.json").write_text(json.dumps({**man, "alpha": 0.25}))     # another quantisation
+    recipe = KernelRecipe(str(lib), str(src), "u280")
+    assert pickle.loads(pickle.dumps(recipe)) == recipe                         # a worker process can build it
+    with pytest.raises(UserError, match="another model or quantisation; regenerate it") as e:
+        recipe.build(RoleSpec(role="draft", path=str(other), device="cpu"))
+    assert "\n" not in str(e.value)
+    dec = recipe.build(RoleSpec(role="draft", path=str(export), device="cpu"))
+    cap = dec.k.shape.capacity
+    with pytest.raises(UserError, match=f"longer than the kernel's KV capacity of {cap} \\(CAPACITY"):
+        dec.start([1] * (cap + 1))
+
+
+def test_the_kernel_draft_adds_up_the_perf_models_time_per_call(kernel):
+    """Each kernel call that writes KV slot L costs the board the perf model's ms per token at context L."""
+    from heterospec.config.hardware import device
+    from heterospec.hls.kernel_draft import kernel_recipe
+    from heterospec.hls.perf import Arch, Design, token_ms
+    cfg, paths, export, src, _ = kernel
+    _, recipe = kernel_recipe(cfg, paths, "u280")
+    dec = recipe.build(RoleSpec(role="draft", path=str(export), device="cpu"))
+    man = json.loads((src / "kernel.json").read_text())
+    dev = device("u280", cfg)
+    arch, design = Arch.of(man["arch"]), Design.of(dict(cfg.hls.pipeline))
+    per = [token_ms(arch, man["rows"], man["cols"], dev, dev.clock_mhz, design, L)[0] for L in range(7)]
+    dec.reset(0)
+    dec.start([5, 6, 7, 8, 9])                                   # five host tokens: slots 0..4
+    assert dec.modelled_ms == pytest.approx(sum(per[:5]))
+    dec.next(10)
+    dec.keep(1, False)                                           # one sampled token written at slot 5
+    assert dec.modelled_ms == pytest.approx(sum(per[:6])) and per[5] > per[0] > 0
