@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import copy_quantized
+from heterospec.models.manifest import read_manifest
 from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.hls import stage as hls
@@ -101,7 +102,7 @@ def brsd(kernel):
     """A BRSD config whose thresholds sit at the median PRM score of the int8 draft's steps (the ci PRM barely
     separates steps: this makes accepts, rejects and backtracks all happen), and the checkpoints."""
     _, paths, export, *_ = kernel
-    checkpoints = {r: json.loads(paths.model_manifest(r).read_text())["path"] for r in ROLES}
+    checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
     checkpoints["draft"] = str(export)
     cfg = compose_config(BRSD)
     problems = load_problems(cfg.dataset, 4)

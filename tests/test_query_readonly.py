@@ -21,6 +21,7 @@ from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.validate import VALIDATION_SCHEMA
 from heterospec.report.sources import PAPER_TABLE3_SCHEMA
 from heterospec.report.sweep import POINTS_SCHEMA
+from heterospec.report.tau_sweep import TAU_SWEEP_SCHEMA
 from heterospec.store import write_parquet
 from heterospec.store.catalog import SUMMARIES, TABLES, build, query
 
@@ -31,6 +32,7 @@ SCHEMAS = {"evaluations": EVALUATION_SCHEMA, "model_quality": MODEL_QUALITY_SCHE
            "replay_results": RESULTS_SCHEMA, "replay_artifact": ARTIFACT_SCHEMA, "replay_validation": VALIDATION_SCHEMA,
            "measured_fit": FIT_SCHEMA, "dfvg_generations": GENERATIONS_SCHEMA, "dfvg_rounds": ROUNDS_SCHEMA,
            "dfvg_replay": DFVG_REPLAY_SCHEMA, "sweep_points": POINTS_SCHEMA, "paper_table3": PAPER_TABLE3_SCHEMA,
+           "tau_sweep": TAU_SWEEP_SCHEMA,
            **{f"collect_{k}": v for k, v in COLLECT_TABLES.items()}}
 
 

@@ -55,7 +55,7 @@ def test_catalogue_views_and_query_cli(tmp_path):
     write_parquet(_evaluation_rows("r1", "target_only", [True, True, True, False]),
                   results / "r1" / "evaluate" / "synthetic" / "target_only.parquet", EVALUATION_SCHEMA)
     db = results / "heterospec.duckdb"
-    assert build(db, tmp_path) == ["evaluations", "accuracy"]
+    assert build(db, tmp_path) == ["evaluations", "accuracy", "target_sd_speedup"]
     cols, rows = query(db, "SELECT method, accuracy FROM accuracy ORDER BY method")
     assert rows == [("draft_only", 25.0), ("target_only", 75.0)]
     # the catalogue works from any working directory: its globs resolve against the project root
