@@ -188,6 +188,18 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
     assert kv(got["kvmu"]) == kv(want["kvmu"]) and len(got["kvmu"]) > 10
     # the kernel drafted: it writes a step's last token at once and re-writes kept tokens, so it feeds more
     assert sum(r["draft_processed"] for r in got["problems"]) > sum(r["draft_processed"] for r in want["problems"])
+    # a kernel generated anew (another template, other weights: another sha1) is not resumed from the journal
+    from heterospec.collect import _journal_spec
+    cfg = compose_config(ov + ["collect.draft_kernel=u280"])
+    spec = lambda: _journal_spec(cfg, cfg.algorithm, paths, "synthetic", "sequential", "0of1")   # noqa: E731
+    manifest = paths.hls_codegen("u280")
+    before, text = spec(), manifest.read_text()
+    try:
+        manifest.write_text(json.dumps({**json.loads(text), "sha1": "0" * 16}))
+        assert spec() != before
+    finally:
+        manifest.write_text(text)
+    assert spec() == before
 
 
 def test_one_line_errors(kernel, tmp_path):
