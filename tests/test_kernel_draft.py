@@ -245,3 +245,21 @@ def test_the_kernel_draft_adds_up_the_perf_models_time_per_call(kernel):
     dec.next(10)
     dec.keep(1, False)                                           # one sampled token written at slot 5
     assert dec.modelled_ms == pytest.approx(sum(per[:6])) and per[5] > per[0] > 0
+
+
+def test_the_library_is_built_once_per_digest_of_its_sources(kernel, tmp_path, capsys):
+    """`python -m heterospec.hls lib` builds it; the same sources give the same file (not rebuilt), a changed
+    constant another."""
+    cfg, _, _, src, _ = kernel
+    own = tmp_path / "src"
+    shutil.copytree(src, own)
+    hls.main(["lib", "--board", "u280", "--kernel", str(own / "kernel.json"), "--out", str(tmp_path / "lib"),
+              "experiment=ci"])
+    lib = build_library(own, tmp_path / "lib")
+    assert f"kernel library {lib}" in capsys.readouterr().out
+    built = lib.stat().st_mtime_ns
+    assert build_library(own, tmp_path / "lib") == lib and lib.stat().st_mtime_ns == built
+    (own / "draft_config.h").write_text((own / "draft_config.h").read_text() + "// another design point\n")
+    other = build_library(own, tmp_path / "lib")
+    assert other != lib and other.is_file() and sorted(p.name for p in (tmp_path / "lib").iterdir()) == \
+        sorted([lib.name, other.name])
