@@ -221,6 +221,8 @@ def test_one_line_errors(kernel, tmp_path):
     with pytest.raises(UserError, match="another model or quantisation; regenerate it") as e:
         recipe.build(RoleSpec(role="draft", path=str(other), device="cpu"))
     assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="algorithm.temperature=0.7: the kernel draft samples greedily"):
+        recipe.build(RoleSpec(role="draft", path=str(export), device="cpu", temperature=0.7))
     dec = recipe.build(RoleSpec(role="draft", path=str(export), device="cpu"))
     cap = dec.k.shape.capacity
     with pytest.raises(UserError, match=f"longer than the kernel's KV capacity of {cap} \\(CAPACITY"):
