@@ -189,6 +189,18 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
     assert kv(got["kvmu"]) == kv(want["kvmu"]) and len(got["kvmu"]) > 10
     # the kernel drafted: it writes a step's last token at once and re-writes kept tokens, so it feeds more
     assert sum(r["draft_processed"] for r in got["problems"]) > sum(r["draft_processed"] for r in want["problems"])
+    # a kernel generated anew (another template, other weights: another sha1) is not resumed from the journal
+    from heterospec.collect import _journal_spec
+    cfg = compose_config(ov + ["collect.draft_kernel=u280"])
+    spec = lambda: _journal_spec(cfg, cfg.algorithm, paths, "synthetic", "sequential", "0of1")   # noqa: E731
+    manifest = paths.hls_codegen("u280")
+    before, text = spec(), manifest.read_text()
+    try:
+        manifest.write_text(json.dumps({**json.loads(text), "sha1": "0" * 16}))
+        assert spec() != before
+    finally:
+        manifest.write_text(text)
+    assert spec() == before
 
 
 def test_one_line_errors(kernel, tmp_path):
@@ -210,6 +222,8 @@ def test_one_line_errors(kernel, tmp_path):
     with pytest.raises(UserError, match="another model or quantisation; regenerate it") as e:
         recipe.build(RoleSpec(role="draft", path=str(other), device="cpu"))
     assert "\n" not in str(e.value)
+    with pytest.raises(UserError, match="algorithm.temperature=0.7: the kernel draft samples greedily"):
+        recipe.build(RoleSpec(role="draft", path=str(export), device="cpu", temperature=0.7))
     dec = recipe.build(RoleSpec(role="draft", path=str(export), device="cpu"))
     cap = dec.k.shape.capacity
     with pytest.raises(UserError, match=f"longer than the kernel's KV capacity of {cap} \\(CAPACITY"):
@@ -234,3 +248,21 @@ def test_the_kernel_draft_adds_up_the_perf_models_time_per_call(kernel):
     dec.next(10)
     dec.keep(1, False)                                           # one sampled token written at slot 5
     assert dec.modelled_ms == pytest.approx(sum(per[:6])) and per[5] > per[0] > 0
+
+
+def test_the_library_is_built_once_per_digest_of_its_sources(kernel, tmp_path, capsys):
+    """`python -m heterospec.hls lib` builds it; the same sources give the same file (not rebuilt), a changed
+    constant another."""
+    cfg, _, _, src, _ = kernel
+    own = tmp_path / "src"
+    shutil.copytree(src, own)
+    hls.main(["lib", "--board", "u280", "--kernel", str(own / "kernel.json"), "--out", str(tmp_path / "lib"),
+              "experiment=ci"])
+    lib = build_library(own, tmp_path / "lib")
+    assert f"kernel library {lib}" in capsys.readouterr().out
+    built = lib.stat().st_mtime_ns
+    assert build_library(own, tmp_path / "lib") == lib and lib.stat().st_mtime_ns == built
+    (own / "draft_config.h").write_text((own / "draft_config.h").read_text() + "// another design point\n")
+    other = build_library(own, tmp_path / "lib")
+    assert other != lib and other.is_file() and sorted(p.name for p in (tmp_path / "lib").iterdir()) == \
+        sorted([lib.name, other.name])

@@ -72,6 +72,8 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
               cfg.system.draft)]
     parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in TABLES.values())]
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
+    if cfg.collect.draft_kernel != "none" and paths.hls_codegen(cfg.collect.draft_kernel).exists():
+        parts.append(paths.hls_codegen(cfg.collect.draft_kernel).read_text())  # a regenerated kernel drafts anew
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()
 
 

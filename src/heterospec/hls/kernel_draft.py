@@ -272,7 +272,7 @@ class KernelRecipe:
 
         if spec.temperature > 0:
             raise UserError(f"algorithm.temperature={spec.temperature}: the kernel draft samples greedily; "
-                            f"set it to 0 or use the torch draft (models.draft.kernel=none)")
+                            f"set it to 0 or draft with torch (collect.draft_kernel=none)")
         man_path = Path(self.kernel_dir) / "kernel.json"
         if not man_path.is_file():
             raise UserError(f"{man_path}: no kernel manifest; generate the kernel (python -m heterospec.hls codegen "

@@ -120,4 +120,7 @@ class KernelInstance:
             self.handle = None
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:       # interpreter shutdown: ctypes may already be gone, and the process frees it all
+            pass

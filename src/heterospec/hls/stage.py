@@ -5,6 +5,7 @@
     python -m heterospec.hls model experiment=ci          # perf.parquet, breakdown.parquet, resources.parquet
     python -m heterospec.hls kvmu experiment=ci           # Verilog, Yosys synthesis per pointer width
     python -m heterospec.hls vendor --board u280 experiment=ci
+    python -m heterospec.hls lib --board u280 experiment=ci        # the kernel as a shared library (the kernel draft)
 """
 from __future__ import annotations
 
@@ -185,16 +186,16 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
 
 def main(argv: list[str]) -> None:
     p = stage.parser("python -m heterospec.hls", "HLS build of the draft accelerator.")
-    p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor"])
+    p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor", "lib"])
     p.add_argument("--board", help="hardware config of the FPGA (codegen, csim, vendor)")
     p.add_argument("--export", type=Path, help="W8A8 export manifest (default: results/<run>/quantize/draft/)")
     p.add_argument("--kernel", type=Path, help="kernel manifest (default: results/<run>/hls/<board>/src/kernel.json)")
-    p.add_argument("--out", type=Path, help="output file (perf table for `model`)")
+    p.add_argument("--out", type=Path, help="output file (perf table for `model`; the library's folder for `lib`)")
     p.add_argument("--breakdown", type=Path)
     p.add_argument("--resources", type=Path, help="resource table (model: written; vendor: read)")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
-    if args.command in ("codegen", "csim", "vendor"):
+    if args.command in ("codegen", "csim", "vendor", "lib"):
         if not args.board:
             raise UserError(f"hls {args.command}: --board is required (one of {list(cfg.hls.boards)})")
     export = args.export or paths.quantized_draft
@@ -206,6 +207,10 @@ def main(argv: list[str]) -> None:
     elif args.command == "model":
         model(cfg, export if Path(export).exists() else None, args.out or paths.hls_perf,
               args.breakdown or paths.hls_breakdown, args.resources or paths.hls_resources)
+    elif args.command == "lib":
+        from heterospec.hls.kernel_lib import build_library
+        lib = build_library(Path(kernel).parent, args.out, cfg.hls.cxx)
+        print(f"[hls] {args.board}: kernel library {lib}")
     elif args.command == "kvmu":
         kvmu(cfg, paths, args.out or paths.kvmu_synth)
     else:
