@@ -168,3 +168,16 @@ def test_a_manifest_written_with_absolute_paths_still_loads_and_prefers_the_copy
     assert portable(moved / "checkpoint", moved, tmp_path) == "checkpoint"
     assert problems(moved, {"checkpoint/config.json": {"bytes": 2}}) == []
     assert problems(moved, {"gone.bin": {"bytes": 2}}) == [f"{moved / 'gone.bin'}: missing"]
+
+
+def test_a_damaged_checkpoint_no_manifest_lists_is_still_one_line(trained_models, tmp_path):
+    """A checkpoint given by path (or an export written before listings) is loaded without a sha256 to compare:
+    safetensors' own error on a truncated file becomes one line naming it."""
+    from heterospec.models.loading import load_causal_lm
+
+    _, session = trained_models.run(["experiment=ci"])
+    ckpt = shutil.copytree(session.model_checkpoint("draft"), tmp_path / "draft")
+    _truncate(ckpt / "model.safetensors")
+    line = _one_line(lambda: load_causal_lm(ckpt, role="draft"))
+    assert line.startswith(f"draft model {ckpt}: its weights file is damaged (")
+

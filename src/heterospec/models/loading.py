@@ -41,11 +41,16 @@ def _resolve(path: str | Path, role: str) -> str:
 
 
 def _load(fn, path: str, role: str, **kw):
+    from safetensors import SafetensorError
+
     try:
         return fn(path, **kw)
     except OSError as e:  # hub id not in the local cache, or a directory without weights
         raise UserError(f"{role} model {path} could not be loaded ({str(e).splitlines()[0]}); "
                         f"check models.{role}.path or download the checkpoint first") from e
+    except SafetensorError as e:  # a truncated or damaged weights file that no manifest listed
+        raise UserError(f"{role} model {path}: its weights file is damaged ({str(e).splitlines()[0]}); "
+                        f"restore or rebuild the checkpoint") from e
 
 
 def load_tokenizer(path: str | Path, role: str = "model"):

@@ -40,8 +40,10 @@ def read_manifest(path: Path, check: bool = True) -> dict:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
+        # named to --forcerun: Snakemake does not rerun a job for a missing intermediate file alone
         raise UserError(f"{path}: model manifest not found; run the models stage first "
-                        f"(snakemake --cores all, or python -m heterospec.models train --role ROLE)") from None
+                        f"(snakemake --cores all --forcerun {path}, or python -m heterospec.models train --role "
+                        f"ROLE)") from None
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON ({e.msg})") from None
     if not data.get("path"):

@@ -190,6 +190,7 @@ def save_export(out_dir: Path, tensors: dict[str, torch.Tensor], info: dict, sou
 def load_export(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     """(tensors, manifest) of an export directory, its files checked against the manifest's sizes and sha256; one
     clear line when it is missing, damaged or not ours."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     path = Path(path)
@@ -199,9 +200,12 @@ def load_export(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     info = json.loads(man.read_text())
     if info.get("format") != FORMAT:
         raise UserError(f"{man}: format {info.get('format')!r}, expected {FORMAT!r}")
-    verify(path, info.get("files"), f"{rebuild_command(man)} (or python -m heterospec.quantize with the run's "
-                                    f"overrides)")
-    return load_file(str(path / WEIGHTS_FILE)), info
+    rebuild = f"{rebuild_command(man)} (or python -m heterospec.quantize with the run's overrides)"
+    verify(path, info.get("files"), rebuild)
+    try:
+        return load_file(str(path / WEIGHTS_FILE)), info
+    except SafetensorError as e:  # an export written before manifests listed its files
+        raise UserError(f"{path / WEIGHTS_FILE}: damaged ({str(e).splitlines()[0]}); rebuild it: {rebuild}") from None
 
 
 def accumulator_bound(k: int) -> float:
