@@ -177,7 +177,7 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
     def shard(extra: list[str], processes: bool) -> dict[str, list[dict]]:
         out = run_shard(compose_config(ov + extra), paths, ov + extra, "synthetic", "brsd", "sequential", "0of1",
                         processes=processes)
-        return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "kvmu")}
+        return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "kvmu", "calls")}
 
     want = shard([], False)
     got = shard(["collect.draft_kernel=u280"], True)
@@ -187,6 +187,15 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
     assert len(got["problems"]) == 3 and view(got["problems"]) == view(want["problems"])
     kv = lambda rows: [{k: v for k, v in r.items() if k not in ("t_ns", "run")} for r in rows]   # noqa: E731
     assert kv(got["kvmu"]) == kv(want["kvmu"]) and len(got["kvmu"]) > 10
+    # each draft call says how it was computed and, for the kernel, its modelled board time (the int8 reference has
+    # none); the PRM and target are the same torch models in both runs
+    impl = lambda rows, role: {r["impl"] for r in rows if r["role"] == role}                 # noqa: E731
+    assert impl(got["calls"], "draft") == {"kernel:u280"} and impl(want["calls"], "draft") == {"w8a8"}
+    assert impl(got["calls"], "target") == impl(want["calls"], "target") == {"float32"}
+    board = [r["modelled_ms"] for r in got["calls"] if r["role"] == "draft"]
+    assert all(b is not None and b >= 0 for b in board) and sum(board) > 0
+    assert all(r["modelled_ms"] is None for r in want["calls"] + got["calls"] if r["role"] != "draft")
+    assert all(r["modelled_ms"] is None for r in want["calls"])
     # the kernel drafted: it writes a step's last token at once and re-writes kept tokens, so it feeds more
     assert sum(r["draft_processed"] for r in got["problems"]) > sum(r["draft_processed"] for r in want["problems"])
     # a kernel generated anew (another template, other weights: another sha1) is not resumed from the journal

@@ -29,12 +29,13 @@ class Recorder:
     rounds: list[tuple[dict, list[dict]]] = field(default_factory=list)  # a speculative call's row and its rounds
 
     def add(self, calls: list[Call], role: str, device: str, step: int, attempt: int, outcome: str,
-            score: float | None = None, step_idx: int | None = None) -> list[dict]:
+            score: float | None = None, step_idx: int | None = None, impl: str | None = None) -> list[dict]:
         idx = len(self.steps) - 1 if step_idx is None else step_idx   # default: the controller's current step
-        new = [dict(step_idx=idx, step=step, attempt=attempt, role=role, device=device, phase=c.phase,
+        new = [dict(step_idx=idx, step=step, attempt=attempt, role=role, device=device, impl=impl, phase=c.phase,
                     tokens_in=c.tokens_in,
                     tokens_out=c.tokens_out, kv_len=c.kv_len, start_ns=c.start_ns - self.t0,
-                    end_ns=c.end_ns - self.t0, prm_score=score, outcome=outcome) for c in calls]
+                    end_ns=c.end_ns - self.t0, modelled_ms=c.modelled_ms, prm_score=score, outcome=outcome)
+               for c in calls]
         self.rows.extend(new)
         self.rounds += [(row, c.rounds) for row, c in zip(new, calls) if c.rounds]
         return new
@@ -58,9 +59,10 @@ class Recorder:
 class Executor:
     """Shared plumbing: the roles, the problem's prompt, the context of a path, the trace."""
 
-    def __init__(self, draft, prm, target, max_tokens: int, devices: dict[str, str]):
+    def __init__(self, draft, prm, target, max_tokens: int, devices: dict[str, str],
+                 impls: dict[str, str] | None = None):
         self.draft, self.prm, self.target = draft, prm, target
-        self.max_tokens, self.devices = max_tokens, devices
+        self.max_tokens, self.devices, self.impls = max_tokens, devices, impls or {}
 
     def begin(self, question: str, prompt_ids: list[int], seed: int) -> None:
         self.question, self.prompt_ids = question, list(prompt_ids)
@@ -81,7 +83,8 @@ class Executor:
 
     def record(self, role: str, calls: list[Call], step: int, attempt: int, outcome: str, score=None,
                step_idx: int | None = None) -> list[dict]:
-        return self.rec.add(calls, role, self.devices[role], step, attempt, outcome, score, step_idx)
+        return self.rec.add(calls, role, self.devices[role], step, attempt, outcome, score, step_idx,
+                            self.impls.get(role))
 
     def new_step(self, path: list[Node]) -> None:
         """A draft proposal opens the controller's next step; its outcome follows the verdicts."""

@@ -34,6 +34,7 @@ class Call:
     start_ns: int         # time.perf_counter_ns(): one clock for every process on the machine
     end_ns: int
     rounds: list[dict] = field(default_factory=list)  # token-level speculation: one record per verification round
+    modelled_ms: float | None = None  # the accelerator's modelled time for the call on its board (the kernel draft)
 
 
 @dataclass
@@ -184,9 +185,12 @@ class StepWriter:
         if self.kvmu is not None:
             self._kvmu_before(keep, context, valid)
         self.ingested += len(context) - keep           # host tokens: prompt, shadow sync, re-init
+        board = getattr(dec, "modelled_ms", None)      # a kernel's modelled board time, summed over its calls
         t0 = time.perf_counter_ns()
         fed = dec.start(context)
         calls = [Call("prefill", fed, 0, dec.held - fed, t0, time.perf_counter_ns())]
+        if board is not None:
+            calls[0].modelled_ms, board = dec.modelled_ms - board, dec.modelled_ms
         tokens: list[int] = []
         rounds: list[dict] = []
         kv1, p1, t1 = dec.held, dec.processed, time.perf_counter_ns()
@@ -207,7 +211,8 @@ class StepWriter:
             if complete:
                 break
         self.generated += len(tokens)
-        calls.append(Call("decode", dec.processed - p1, len(tokens), kv1, t1, time.perf_counter_ns(), rounds))
+        calls.append(Call("decode", dec.processed - p1, len(tokens), kv1, t1, time.perf_counter_ns(), rounds,
+                          None if board is None else dec.modelled_ms - board))
         self.written = list(context) + tokens
         if self.kvmu is not None:
             self.kvmu.speculate(len(context), len(self.written), ahead=valid < len(context))

@@ -29,6 +29,21 @@ def cpu_placement(devices: dict[str, str]) -> dict[str, tuple[tuple[int, ...], i
     return {"draft": ((cores[0],), 0), "prm": ((cores[1],), 0), "target": ((cores[1],), 10)}
 
 
+def implementations(cfg, alg, decodings: dict | None) -> dict[str, str]:
+    """How each role computes, for the traces: its torch dtype, ``w8a8`` for the int8 reference draft,
+    ``kernel:<board>`` for the generated kernel; ``+<strategy>`` when the target speculates."""
+    m = cfg.models
+    out = {r: str(m[r].dtype) for r in ("draft", "prm", "target")}
+    if m.draft.quantized:
+        out["draft"] = "w8a8"
+    recipe = (decodings or {}).get("draft")
+    if recipe is not None:
+        out["draft"] = f"{recipe.kind}:{getattr(recipe, 'board', '')}".rstrip(":")
+    if alg.target_decoding != "plain":
+        out["target"] += f"+{alg.target_decoding}"
+    return out
+
+
 class Session:
     """Draft, PRM and target, each on the device ``system.torch_devices`` names; the target writes plainly or, with
     ``algorithm.target_decoding`` a strategy, by token-level speculation with a copy of the run's draft beside it."""
@@ -54,6 +69,7 @@ class Session:
         if alg.target_decoding != "plain":
             target_decoding = speculative_recipe(cfg, str(alg.target_decoding), "algorithm.target_decoding",
                                                  speculative_draft or checkpoints["draft"], checkpoints["target"])
+        self.impls = implementations(cfg, alg, decodings)
         Role = ProcessRole if processes else LocalRole
         m = cfg.models
         self.roles = {}
@@ -73,7 +89,8 @@ class Session:
             raise
 
     def executor(self, name: str, alg):
-        args = (self.roles["draft"], self.roles["prm"], self.roles["target"], alg.max_tokens_per_call, self.devices)
+        args = (self.roles["draft"], self.roles["prm"], self.roles["target"], alg.max_tokens_per_call, self.devices,
+                self.impls)
         if name == "sequential":
             return Sequential(*args)
         if name == "step_ahead":

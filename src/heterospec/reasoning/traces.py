@@ -1,6 +1,6 @@
 """Trace tables of the collect stage: fixed, versioned pyarrow schemas.
 
-* ``collect_calls/v2`` — one row per model call, with the controller's step it served.
+* ``collect_calls/v3`` — one row per model call, with the controller's step it served.
 * ``collect_steps/v1`` — one row per step of the controller (a draft proposal, and the rescue and backtrack that
   followed it), with what the controller decided: the step view the replay's validation reads.
 * ``collect_problems/v1`` — one row per problem.
@@ -24,18 +24,21 @@ _RUN = [
     pa.field("problem_id", pa.string()),
 ]
 
-CALLS_TRACE_SCHEMA = versioned("collect_calls", 2, _RUN + [
+CALLS_TRACE_SCHEMA = versioned("collect_calls", 3, _RUN + [
     pa.field("step_idx", pa.int32()),        # the controller's step it served (collect_steps/v1)
     pa.field("step", pa.int32()),            # position on the reasoning path the call works on
     pa.field("attempt", pa.int32()),         # 0 draft proposal, 1 target rescue, 2 target at a backtrack anchor
     pa.field("role", pa.string()),           # draft | prm | target
     pa.field("device", pa.string()),         # torch device the role runs on
+    pa.field("impl", pa.string()),           # how it computes: a torch dtype, w8a8 (the int8 reference), kernel:<board>
+                                             # (the generated HLS kernel, C++ on the host); +<strategy>: speculating
     pa.field("phase", pa.string()),          # prefill | decode | score
     pa.field("tokens_in", pa.int32()),       # tokens fed to the model
     pa.field("tokens_out", pa.int32()),      # tokens generated
     pa.field("kv_len", pa.int32()),          # tokens in the model's KV cache before the call
     pa.field("start_ns", pa.int64()),        # from the problem's start, one clock for all devices
     pa.field("end_ns", pa.int64()),
+    pa.field("modelled_ms", pa.float64()),   # kernel draft only: the board's modelled time for the call (hls perf model)
     pa.field("prm_score", pa.float64()),     # PRM calls only
     # draft proposals and PRM calls: the controller's verdict on the step (accept | reject | backtrack | kept);
     # target calls: why it wrote (rescue | backtrack) or what became of it (prefetch_hit | partial_reuse | cancelled)
@@ -91,7 +94,7 @@ REPEATS_SCHEMA = versioned("collect_repeats", 1, _RUN + [
 ])
 
 ROUNDS_TRACE_SCHEMA = versioned("collect_rounds", 1, _RUN + [
-    # the speculative target call the round belongs to (its collect_calls/v2 row: same step_idx, role target, phase
+    # the speculative target call the round belongs to (its collect_calls/v3 row: same step_idx, role target, phase
     # decode, start_ns), with that call's step, attempt and outcome
     pa.field("step_idx", pa.int32()),
     pa.field("step", pa.int32()),

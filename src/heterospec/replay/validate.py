@@ -5,7 +5,7 @@ merged tables beside them are read):
 
 * per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.steps.CALLS_SCHEMA`) — the contract; the
   executor is the file's path part named like one (``sequential``, ``step_ahead``), else ``sequential``;
-* the collect stage's own ``collect_calls/v2`` with the ``collect_steps/v1`` table beside it (converted: wall =
+* the collect stage's own ``collect_calls/v3`` with the ``collect_steps/v1`` table beside it (converted: wall =
   end_ns - start_ns; each call's step and that step's outcome as the collect run's controller decided them);
 * per-problem wall latencies from ``collect_problems/v1`` (``latency_s``) when present; without them a sequential
   run's latency is the sum of its calls' wall times;
@@ -171,7 +171,7 @@ def _steps_beside(calls_path: Path) -> dict[tuple, str]:
 
 
 def calls_from_collect(t: pa.Table, steps: dict[tuple, str], path: Path) -> pa.Table:
-    """collect_calls/v2 rows -> model_calls/v1 rows: each call in its step, with the step's outcome from ``steps``
+    """collect_calls/v3 rows -> model_calls/v1 rows: each call in its step, with the step's outcome from ``steps``
     (:func:`_steps_beside`); calls in time order, a step's calls together."""
     need = ["algorithm", "executor", "dataset", "problem_id", "step_idx", "role", "phase", "tokens_in", "tokens_out",
             "kv_len", "start_ns", "end_ns"]
@@ -200,7 +200,7 @@ def calls_from_collect(t: pa.Table, steps: dict[tuple, str], path: Path) -> pa.T
 def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dict | None = None,
               fit_on: str | None = None, repeats: dict | None = None) -> pa.Table:
     """Fit on the sequential executor's calls (every trace set, or only ``fit_on``), else on everything there is;
-    with the collect root, the controller overheads from its sequential ``collect_calls/v2`` rows too. A trace
+    with the collect root, the controller overheads from its sequential ``collect_calls/v3`` rows too. A trace
     set with ``repeats`` (:func:`find_repeats`) gives the fit the calls of each problem's fastest repeat."""
     repeats = repeats or {}
     if fit_on is not None:
@@ -216,7 +216,7 @@ def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dic
 
 def sequential_rows(root: Path, latency: dict, fit_on: str | None = None,
                     repeats: dict | None = None) -> tuple[list[dict], dict]:
-    """The sequential executor's collect_calls/v2 rows (problem ids made unique per trace set and dataset; only
+    """The sequential executor's collect_calls/v3 rows (problem ids made unique per trace set and dataset; only
     trace set ``fit_on`` when given) and their problems' measured latencies, for :func:`fit_overheads`; a problem
     with repeats gives its fastest repeat's rows."""
     cols = ["algorithm", "executor", "dataset", "problem_id", "role", "phase", "start_ns", "end_ns"]

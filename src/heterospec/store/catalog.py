@@ -180,6 +180,13 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                sum(accepted) AS accepted, sum(kept) AS kept, round(avg(accepted + 1), 3) AS tau,
                round(sum(draft_ms), 3) AS draft_ms, round(sum(verify_ms), 3) AS verify_ms
         FROM collect_rounds GROUP BY ALL ORDER BY ALL"""),
+    # the draft per implementation (collect_calls.impl: float torch, int8 torch (w8a8), the generated kernel): host ms
+    # per drafted token, and for the kernel the board's modelled ms per token (hls perf model at the board's clock)
+    "draft_speed": (("collect_calls",), """
+        SELECT run, models, dataset, algorithm, executor, impl, count(*) AS calls, sum(tokens_out) AS tokens,
+               round(sum(end_ns - start_ns) / 1e6 / nullif(sum(tokens_out), 0), 4) AS host_ms_per_token,
+               round(sum(modelled_ms) / nullif(sum(tokens_out), 0), 4) AS modelled_ms_per_token
+        FROM collect_calls WHERE role = 'draft' AND phase = 'decode' GROUP BY ALL ORDER BY ALL"""),
     # measured speedup of the step-ahead executor over the sequential baseline on the same problems
     "step_ahead_speedup": (("collect_problems",), """
         SELECT s.run, s.dataset, s.algorithm, count(*) AS problems,
