@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from heterospec import stage
@@ -42,43 +43,64 @@ def reason(cfg, checkpoints, overrides, decoding: str, executor: str, prefetch: 
 
 
 def main(argv: list[str]) -> None:
+    """Print the reasoning table (unless --target-sd-only), then the target_sd table."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--problems", type=int, default=20)
     p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--target-sd-only", action="store_true", help="only target_sd against target_only (no PRM needed)")
     p.add_argument("overrides", nargs="*")
     args = p.parse_args(argv)
     cfg = compose_config(args.overrides)
     paths = RunPaths.for_run(cfg, args.overrides)
-    checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
     problems = load_problems(cfg.dataset, args.problems)
     strategies = args.strategies.split(",")
     print(f"{cfg.name}: {cfg.algorithm.name}, {len(problems)} problems; speedup = plain's time / this one's")
+    if not args.target_sd_only:
+        reasoning(cfg, paths, args.overrides, strategies, problems)
+    target_sd(paths, args.overrides, strategies, args.problems)
+
+
+def reasoning(cfg, paths, overrides, strategies, problems) -> None:
+    """The run's algorithm with each target decoding, under each executor and prefetch choice."""
+    checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
     print(f"{'executor':<12} {'prefetch':<11} {'target':<13} {'latency s':>9} {'speedup':>7} {'target s':>8} "
           f"{'speedup':>7} {'tok':>5} {'tau':>5} identical")
     for executor, prefetch in CASES:
-        base = reason(cfg, checkpoints, args.overrides, "plain", executor, prefetch, problems)
+        base = reason(cfg, checkpoints, overrides, "plain", executor, prefetch, problems)
         for decoding in ["plain", *strategies]:
-            r = base if decoding == "plain" else reason(cfg, checkpoints, args.overrides, decoding, executor,
-                                                        prefetch, problems)
+            r = base if decoding == "plain" else reason(cfg, checkpoints, overrides, decoding, executor, prefetch,
+                                                        problems)
             tau = sum(x["accepted"] + 1 for x in r["rounds"]) / len(r["rounds"]) if r["rounds"] else float("nan")
             print(f"{executor:<12} {'speculative' if prefetch else 'plain':<11} {decoding:<13} {r['latency']:9.2f} "
                   f"{base['latency'] / r['latency']:7.3f} {r['target_s']:8.2f} "
                   f"{base['target_s'] / max(r['target_s'], 1e-9):7.3f} {r['target_tokens']:5d} {tau:5.2f} "
                   f"{r['outputs'] == base['outputs']}", flush=True)
-    ov = [*args.overrides, f"eval_limit={args.problems}"]
+
+
+def target_sd(paths, overrides, strategies, problems: int) -> None:
+    """The evaluate stage's target_sd with each strategy against target_only on the same problems, each run right
+    after a target_only run of its own (a shared machine's load drifts: each speedup compares neighbours), after one
+    warm-up run."""
+    ov = [*overrides, f"eval_limit={problems}"]
+
+    def run(method: str, more: list[str], tmp: str) -> tuple[list[dict], float]:
+        """The rows, and the CPU seconds this process spent (loading included): on a machine others load, CPU time
+        moves far less than wall time."""
+        cpu = time.process_time()
+        rows = evaluate(compose_config([*ov, *more]), paths, "synthetic", method, [*ov, *more],
+                        Path(tmp) / "x.parquet")
+        return rows, time.process_time() - cpu
+
+    print(f"\n{'method':<24} {'wall s':>7} {'target_only':>11} {'speedup':>7} {'cpu s':>7} {'target_only':>11} "
+          f"{'speedup':>7} identical")
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {"target_only": evaluate(compose_config(ov), paths, "synthetic", "target_only", ov,
-                                        Path(tmp) / "target_only.parquet")}
+        reference, _ = run("target_only", [], tmp)      # the warm-up, and the outputs to compare with
         for s in strategies:
-            sov = [*ov, f"algorithm.target_sd={s}"]
-            runs[s] = evaluate(compose_config(sov), paths, "synthetic", "target_sd", sov, Path(tmp) / f"{s}.parquet")
-    base = runs["target_only"]
-    wall = sum(r["wall_s"] for r in base)
-    print(f"\n{'method':<22} {'wall s':>7} {'speedup':>7} identical")
-    for name, rows in runs.items():
-        w = sum(r["wall_s"] for r in rows)
-        label = name if name == "target_only" else f"target_sd ({name})"
-        print(f"{label:<22} {w:7.2f} {wall / w:7.3f} {[r['output'] for r in rows] == [r['output'] for r in base]}")
+            (base, bc), (rows, c) = run("target_only", [], tmp), run("target_sd", [f"algorithm.target_sd={s}"], tmp)
+            w, b = sum(r["wall_s"] for r in rows), sum(r["wall_s"] for r in base)
+            same = [r["output"] for r in rows] == [r["output"] for r in reference]
+            print(f"{f'target_sd ({s})':<24} {w:7.2f} {b:11.2f} {b / w:7.3f} {c:7.2f} {bc:11.2f} {bc / c:7.3f} {same}",
+                  flush=True)
 
 
 if __name__ == "__main__":

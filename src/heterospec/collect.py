@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from heterospec import stage
 from heterospec.config import compose_config, dataset_config
+from heterospec.config.schema import STRATEGY_KNOBS
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.progress import progress
@@ -66,7 +67,7 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
     # not repeats: raising it keeps the journaled first repeats and runs only the new ones
     collect = OmegaConf.masked_copy(cfg.collect, [k for k in cfg.collect if k != "repeats"])
     # a speculative target also reads the strategies' knobs and the draft device (heterospec.config.digest)
-    speculation = OmegaConf.masked_copy(cfg.dfvg, ["chain_length", "hf_start", "feedback", "tree", "draft_kernel"])
+    speculation = OmegaConf.masked_copy(cfg.dfvg, [*STRATEGY_KNOBS, "draft_kernel"])
     parts = [OmegaConf.to_yaml(n, resolve=True) for n in
              (dataset_config(cfg, dataset), alg, cfg.models, collect, cfg.system.torch_devices, speculation,
               cfg.system.draft)]

@@ -60,10 +60,10 @@ def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[st
     ds = dataset_config(cfg, dataset, overrides)
     problems = load_problems(ds, cfg.eval_limit)
     manifests = {r: read_manifest(paths.model_manifest(r))["path"] for r in EVAL_ROLES[method]}
-    if method == "target_sd":     # bad input stops here, before any model loads
-        generate = speculative_generator(cfg, manifests["draft"], manifests["target"])
     tokenizer = load_tokenizer(manifests[role])
-    if method != "target_sd":
+    if method == "target_sd":     # a tree too wide, another tokenizer: one line here, before any model loads
+        generate = speculative_generator(cfg, manifests["draft"], manifests["target"])
+    else:
         generate = plain_generator(cfg, role, manifests[role], tokenizer)
     torch.manual_seed(cfg.seed)
     rows = []

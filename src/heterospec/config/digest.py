@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec.config import compose_config, hardware
+from heterospec.config.schema import STRATEGY_KNOBS
 from heterospec.errors import UserError
 
 
@@ -27,7 +28,7 @@ class Entries:
 
 # What token-level speculation with the run's draft reads (a speculative target write, the target_sd method): the
 # strategies' knobs and the draft device, whose fpga.draft_lanes bound the tree
-SPECULATION = ("dfvg.chain_length", "dfvg.hf_start", "dfvg.feedback", "dfvg.tree", "dfvg.draft_kernel",
+SPECULATION = (*(f"dfvg.{k}" for k in STRATEGY_KNOBS), "dfvg.draft_kernel",
                Entries("hardware@system.draft", "system.draft", "system.draft.name"))
 
 READS: dict[str, tuple[str | Entries, ...]] = {

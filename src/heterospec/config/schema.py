@@ -318,6 +318,11 @@ class DfvgReplayConfig:
     align_bytes_per_token: int = 4   # accepted-path token ids sent back to the FPGA per accepted token
 
 
+# the dfvg keys the drafting strategies read (heterospec.speculative.strategies.make_strategy): what a speculative
+# target write and the target_sd method read of this section, besides draft_kernel
+STRATEGY_KNOBS = ("chain_length", "hf_start", "feedback", "tree")
+
+
 @dataclass
 class DfvgConfig:
     """DFVG token-level speculative decoding (conf/dfvg/): strategies, their knobs, collection and replay."""

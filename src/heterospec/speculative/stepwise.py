@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from heterospec.config.schema import STRATEGY_KNOBS
 from heterospec.errors import UserError
 from heterospec.reasoning.roles import Chunk, Decoding, PlainDecoding
 from heterospec.speculative.decoder import SpeculativeDecoder, check_tokenizers
 from heterospec.speculative.strategies import STRATEGIES, Strategy, make_strategy
-
-KNOBS = ("chain_length", "hf_start", "feedback", "tree")   # the dfvg config keys the strategies read
 
 
 class SpeculativeDecoding(Decoding):
@@ -105,5 +104,5 @@ def speculative_recipe(cfg, strategy: str, key: str, draft_path: str, target_pat
         check_tokenizers(load_tokenizer(draft_path, "draft"), load_tokenizer(target_path, "target"))
     except UserError as e:
         raise UserError(f"{key}={strategy}: draft {draft_path}: {e}") from None
-    knobs = OmegaConf.to_container(OmegaConf.masked_copy(cfg.dfvg, list(KNOBS)), resolve=True)
+    knobs = OmegaConf.to_container(OmegaConf.masked_copy(cfg.dfvg, list(STRATEGY_KNOBS)), resolve=True)
     return SpeculativeRecipe(str(draft_path), strategy, knobs, lanes, str(cfg.dfvg.draft_kernel))
