@@ -77,7 +77,7 @@ def test_truncated_parquet_names_the_file_and_the_fix(tmp_path):
     assert r.returncode == 2 and str(bad) in line and "delete it" in line and "rerun" in line
     assert not db.exists() and not list(db.parent.glob(".heterospec.duckdb.tmp*"))   # nothing half-written
     bad.unlink()
-    assert build(db, tmp_path) == ["evaluations", "accuracy"]
+    assert build(db, tmp_path) == ["evaluations", "accuracy", "target_sd_speedup"]
 
 
 def test_file_broken_after_the_catalogue_was_built(tmp_path):
