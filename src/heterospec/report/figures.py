@@ -9,7 +9,8 @@ from heterospec.report.plot import grouped_bars, legend_right, panels
 
 SYSTEMS = {"gpu3": "3× RTX 3090", "hetero_u280": "U280 + 2× 3090", "hetero_v80": "V80 + 2× 3090",
            "cpu3": "CPU (this machine)", "edge_jetson": "Jetson + 2× 3090"}
-METHODS = {"draft_only": "draft only", "target_only": "target only", "rsd": "RSD", "brsd": "BRSD"}
+METHODS = {"draft_only": "draft only", "target_only": "target only", "target_sd": "target + token spec.",
+           "rsd": "RSD", "brsd": "BRSD"}
 
 
 def _system(name: str) -> str:
@@ -20,7 +21,8 @@ def _traces(r: dict) -> str:
     return f"{r['dataset']}\n{r['trace_set']}, {r['profile']}"
 
 
-METHOD_COLORS = {"draft only": "tab:gray", "target only": "tab:purple", "RSD": "tab:blue", "BRSD": "tab:orange",
+METHOD_COLORS = {"draft only": "tab:gray", "target only": "tab:purple", "target + token spec.": "plum",
+                 "RSD": "tab:blue", "BRSD": "tab:orange",
                  "BRSD + opt.": "tab:green"}
 
 
