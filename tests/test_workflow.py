@@ -127,12 +127,13 @@ def test_ci_experiment_end_to_end(tmp_path):
     again = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
-    # the figures the run has data for (no artifact, no DFVG here; Figure 8, 10 and the time shares of our own
-    # collect traces on the paper's systems), each file non-empty, each CSV its view's rows
+    # the figures the run has data for (no artifact, no DFVG here; Figure 8, 10, the time shares, the methods with
+    # token-level speculation, the tau sweep and accuracy against latency of our own collect traces on the paper's
+    # systems), each file non-empty, each CSV its view's rows
     from heterospec.report.figures import FIGURES
     names = sorted(p.stem for p in (run / "figures").glob("*.png"))
-    assert names == ["figure10", "figure8", "hls_breakdown", "hls_latency", "kvmu_resources", "replay_validation",
-                     "table3", "time_shares"]
+    assert names == ["accuracy_latency", "figure10", "figure8", "hls_breakdown", "hls_latency", "kvmu_resources",
+                     "methods", "replay_validation", "table3", "tau_sweep", "time_shares"]
     q = heterospec("query", "SELECT DISTINCT trace_set, design FROM replay_figure8 WHERE run = 'ci' ORDER BY ALL",
                    "--db", str(db), "--format", "json")
     assert {(r["trace_set"], r["design"]) for r in json.loads(q.stdout)} == {
