@@ -67,6 +67,7 @@ def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     from heterospec.replay.grid import simulate
     from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.stage import prefetch_outcome, profile_factory, system_configs, token_speculation
+    from heterospec.replay.system import TokenSpeculation
     from heterospec.replay.variants import compose_schedule
     from heterospec.report.sources import ours_profiles
 
@@ -88,8 +89,7 @@ def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
             grids = [(None, simulate(probs, systems, plain, factory, cfg.replay.engine, run=cfg.name,
                                      recorded=prefetch_outcome(cfg)))]
             for tau in TAUS:
-                spec = token_speculation(cfg, tau=tau)
-                spec = type(spec)(tau, max(base.draft_len, math.ceil(tau - 1)), spec.strategy, spec.source)
+                spec = TokenSpeculation(tau, max(base.draft_len, math.ceil(tau - 1)), base.strategy, base.source)
                 grids.append((spec, simulate(probs, systems, speculative, factory, cfg.replay.engine, run=cfg.name,
                                              recorded=prefetch_outcome(cfg), speculation=spec)))
             for spec, table in grids:

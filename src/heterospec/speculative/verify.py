@@ -21,8 +21,9 @@ import inspect
 
 import torch
 
-from heterospec.speculative.tree import DraftTree
 from heterospec.errors import UserError
+from heterospec.reasoning.kvcache import common_prefix
+from heterospec.speculative.tree import DraftTree
 
 
 def walk(tree: DraftTree, token_at) -> tuple[list[int], int]:
@@ -88,7 +89,6 @@ class Verifier:
     def resume(self, context: list[int]) -> int:
         """Make the cache hold all of ``context`` but its last token, keeping the prefix it already holds; returns
         the tokens fed."""
-        from heterospec.reasoning.kvcache import common_prefix
         keep = common_prefix(self.ids, context[:-1])
         if keep < self.cached:
             for layer in self.cache.layers:
