@@ -109,6 +109,15 @@ def find_traces(root: Path, executors: list[str]) -> tuple[dict, dict]:
     return {k: pa.concat_tables(v) for k, v in calls.items()}, latency
 
 
+def plain_traces(cfg: Any, calls: dict, latency: dict) -> tuple[dict, dict]:
+    """The traces of algorithm configs only: a collect variant (collect.variants: another draft implementation, a
+    speculating target) prices its calls otherwise and stays out of the fit and the validation."""
+    from heterospec.config.variants import is_variant
+
+    return ({k: t for k, t in calls.items() if not is_variant(cfg, k[0])},
+            {k: v for k, v in latency.items() if not is_variant(cfg, k[0])})
+
+
 def find_repeats(root: Path) -> dict[tuple, list[dict]]:
     """{(trace_set, executor): rows of its ``collect_repeats/v1`` tables}, only those with more than one repeat."""
     out: dict[tuple, list[dict]] = defaultdict(list)
@@ -210,12 +219,13 @@ def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dic
     keys = [k for k in calls if k[1] == "sequential"] or list(calls)
     seq = [fastest_calls(repeats[k]) if k in repeats else calls[k] for k in keys]
     fit = fit_calls(pa.concat_tables(seq), run)
-    rows, lat = sequential_rows(root, latency or {}, fit_on, repeats) if root is not None else ([], {})
+    rows, lat = sequential_rows(root, latency or {}, fit_on, repeats, {ts for ts, _ in calls}) \
+        if root is not None else ([], {})
     return pa.concat_tables([fit, fit_overheads(rows, lat, run)]) if rows else fit
 
 
-def sequential_rows(root: Path, latency: dict, fit_on: str | None = None,
-                    repeats: dict | None = None) -> tuple[list[dict], dict]:
+def sequential_rows(root: Path, latency: dict, fit_on: str | None = None, repeats: dict | None = None,
+                    trace_sets: set[str] | None = None) -> tuple[list[dict], dict]:
     """The sequential executor's collect_calls/v3 rows (problem ids made unique per trace set and dataset; only
     trace set ``fit_on`` when given) and their problems' measured latencies, for :func:`fit_overheads`; a problem
     with repeats gives its fastest repeat's rows."""
@@ -226,6 +236,7 @@ def sequential_rows(root: Path, latency: dict, fit_on: str | None = None,
             continue
         for r in pq.read_table(path, columns=cols).to_pylist():
             if r["executor"] == "sequential" and fit_on in (None, r["algorithm"]) and \
+                    (trace_sets is None or r["algorithm"] in trace_sets) and \
                     (r["algorithm"], "sequential") not in (repeats or {}):
                 key = (r["algorithm"], "sequential", r["dataset"], r["problem_id"])
                 r["problem_id"] = key
@@ -246,7 +257,7 @@ def measured_profile(cfg: Any, paths: RunPaths) -> MeasuredProfile:
     """The run's measured profile: its saved fit, else fitted now from its collect traces."""
     if paths.replay_fit.exists():
         return MeasuredProfile.from_fit(read_fit(paths.replay_fit))
-    calls, latency = find_traces(paths.collect_root, list(cfg.replay.validate_schedules))
+    calls, latency = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.replay.validate_schedules)))
     reps = find_repeats(paths.collect_root)
     return MeasuredProfile.from_fit(fit_table(calls, root=paths.collect_root, latency=min_latency(latency, reps),
                                               repeats=reps))
@@ -266,7 +277,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
 
     executors = list(cfg.replay.validate_schedules)
     scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}
-    calls, latency = find_traces(paths.collect_root, executors)
+    calls, latency = plain_traces(cfg, *find_traces(paths.collect_root, executors))
     reps = find_repeats(paths.collect_root)
     latency = min_latency(latency, reps)
     for (ts, ex), rs in sorted(reps.items()):
