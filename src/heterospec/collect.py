@@ -177,6 +177,9 @@ def main(argv: list[str]) -> None:
     p.add_argument("--shard", default="0of1", help="run: which problem range, <i>of<n>")
     p.add_argument("--shards", type=int, default=None, help="merge: how many shards (default collect.shards)")
     args = stage.parse(p, argv)
+    if args.command == "run":
+        from heterospec.reasoning.workers import start_forkserver
+        start_forkserver()             # the workers' imports beside this process's config and model checks
     cfg, paths = stage.compose(args)
     if args.command == "run":
         run_shard(cfg, paths, args.overrides, args.dataset, args.algorithm, args.executor, args.shard)

@@ -168,8 +168,12 @@ class JobSizes:
         tokens = min(int(alg.max_steps) * int(alg.max_tokens_per_call), int(self.cfg.eval_max_new_tokens))
         seconds = n * tokens * sum(self.token_s(r) for r in ROLES)
         on_cpu = [r for r in ROLES if self.devices[r] == "cpu"]
-        # one worker per role; three roles sharing a CPU run on two cores (reasoning.session.cpu_placement)
+        # one worker per role; three roles sharing a CPU run on two cores (reasoning.session.cpu_placement). A
+        # variant drafting with another implementation (w8a8, a board's kernel) asks for one: its timings are not
+        # the replay's, so on a small machine two such collects run side by side
         cores = 2 if len(on_cpu) == 3 else 3
+        if variant_settings(self.cfg, algorithm, self.cfg.algorithm).draft != "model":
+            cores = 1
         processes = 4 if c.processes else 1
         # a target that writes by token-level speculation holds a copy of the draft beside it
         loaded = ROLES + (("draft",) if alg.target_decoding != "plain" else ())

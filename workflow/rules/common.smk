@@ -68,11 +68,14 @@ def need(stage, field):
 def job_priority(stage):
     """Which ready job a small machine starts first: the default run's critical path is the draft's training, the
     PRM's (it learns from the draft's steps), the collects the replay reads, then the replay and report stages;
-    the rest (the target's training beside them, evaluate, quantize, hls, the collect variants) fills the cores."""
+    the rest (the target's training beside them, evaluate, quantize, hls, the collect variants, the trio's quality
+    report) fills the cores."""
     if stage == "train_model":
         return lambda wildcards: {"draft": 100, "prm": 90}.get(wildcards.role, 50)
     if stage in ("collect_shard", "collect_merge"):
         return lambda wildcards: 10 if is_variant(CFG, wildcards.algorithm) else 60
+    if stage == "model_quality":  # needs the PRM, feeds nothing: beside the one-core variant collects, at the end
+        return 5
     return 40
 
 

@@ -47,6 +47,7 @@ rule model_quality:
         PATHS.log("model_quality"),
     benchmark:
         PATHS.benchmark("model_quality")
+    priority: job_priority("model_quality")
     conda:
         "../envs/heterospec.yaml"
     resources:
