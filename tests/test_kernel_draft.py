@@ -260,15 +260,17 @@ def test_the_kernel_draft_adds_up_the_perf_models_time_per_call(kernel):
 
 
 def test_the_library_is_built_once_per_digest_of_its_sources(kernel, tmp_path, capsys):
-    """`python -m heterospec.hls lib` builds it; the same sources give the same file (not rebuilt), a changed
-    constant another."""
+    """`python -m heterospec.hls lib` builds it beside its record (the hls_lib rule's output, naming it); the same
+    sources give the same file (not rebuilt), a changed constant another."""
     cfg, _, _, src, _ = kernel
     own = tmp_path / "src"
     shutil.copytree(src, own)
-    hls.main(["lib", "--board", "u280", "--kernel", str(own / "kernel.json"), "--out", str(tmp_path / "lib"),
-              "experiment=ci"])
+    record = tmp_path / "lib" / "library.json"
+    hls.main(["lib", "--board", "u280", "--kernel", str(own / "kernel.json"), "--out", str(record), "experiment=ci"])
     lib = build_library(own, tmp_path / "lib")
     assert f"kernel library {lib}" in capsys.readouterr().out
+    assert json.loads(record.read_text())["library"] == lib.name
+    record.unlink()
     built = lib.stat().st_mtime_ns
     assert build_library(own, tmp_path / "lib") == lib and lib.stat().st_mtime_ns == built
     (own / "draft_config.h").write_text((own / "draft_config.h").read_text() + "// another design point\n")
