@@ -243,3 +243,29 @@ def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
     # overheads from the same repeats: the PRM's gaps 1 and 0 ms, the problems' edges 10 - 9.8 and 9 - 8.9 ms
     assert fit["prm", "dispatch"]["coefficients"] == pytest.approx([0.5])
     assert fit["controller", "problem"]["coefficients"] == pytest.approx([0.15])
+
+
+def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_bias(tmp_path):
+    """repeat_spread worked by hand; replay_validation_summary's mean_bias_pct (signed) and noise_floor_pct."""
+    import duckdb
+    from heterospec.replay.validate import VALIDATION_SCHEMA, repeat_spread
+    from heterospec.store import write_parquet
+    from heterospec.store.catalog import build
+    rows = (_rep("a", 0, [], 10) + _rep("a", 1, [], 12)
+            + _rep("b", 0, [], 9) + _rep("b", 1, [], 11) + _rep("b", 2, [], 10) + _rep("c", 0, [], 7))
+    spread = repeat_spread(rows)
+    # a: |10 - 12| / 11; b: the mean of its three pairs 2 / 10, 1 / 9.5, 1 / 10.5; c ran once: no spread
+    assert spread == pytest.approx({("d", "a"): 2 / 11, ("d", "b"): (2 / 10 + 1 / 9.5 + 1 / 10.5) / 3})
+    base = dict(run="r", trace_set="brsd", dataset="d", executor="sequential", system="cpu3")
+    write_parquet([dict(base, problem="a", measured_ms=10.0, predicted_ms=11.0, rel_error=0.1, repeat_spread=0.2),
+                   dict(base, problem="b", measured_ms=10.0, predicted_ms=7.0, rel_error=-0.3, repeat_spread=0.1),
+                   dict(base, executor="step_ahead", problem="a", measured_ms=8.0, predicted_ms=8.4, rel_error=0.05,
+                        repeat_spread=None)],
+                  tmp_path / "results" / "r" / "replay" / "validation.parquet", VALIDATION_SCHEMA)
+    build(tmp_path / "cat.duckdb", tmp_path)
+    con = duckdb.connect(str(tmp_path / "cat.duckdb"), read_only=True)
+    con.execute(f"SET file_search_path = '{tmp_path}'")
+    got = con.execute("SELECT executor, mae_pct, mean_bias_pct, noise_floor_pct FROM replay_validation_summary "
+                      "ORDER BY executor").fetchall()
+    # MAE (10 + 30) / 2 = 20 %, bias (10 - 30) / 2 = -10 %, noise (20 + 10) / 2 = 15 %; no repeats: NULL
+    assert got == [("sequential", 20.0, -10.0, 15.0), ("step_ahead", 5.0, 5.0, None)]

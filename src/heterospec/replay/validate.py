@@ -44,7 +44,7 @@ COLLECT_CALLS_TAG, COLLECT_STEPS_TAG, COLLECT_PROBLEMS_TAG, COLLECT_REPEATS_TAG 
     for s in (CALLS_TRACE_SCHEMA, STEPS_TRACE_SCHEMA, PROBLEMS_SCHEMA, REPEATS_SCHEMA))
 MAE_BAR = 0.10
 
-VALIDATION_SCHEMA = versioned("replay_validation", 1, [
+VALIDATION_SCHEMA = versioned("replay_validation", 2, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("trace_set", pa.string(), nullable=False),     # the collect run's algorithm (rsd, brsd) or "collect"
     pa.field("dataset", pa.string(), nullable=False),
@@ -54,6 +54,8 @@ VALIDATION_SCHEMA = versioned("replay_validation", 1, [
     pa.field("measured_ms", pa.float64(), nullable=False),
     pa.field("predicted_ms", pa.float64(), nullable=False),
     pa.field("rel_error", pa.float64(), nullable=False),    # (predicted - measured) / measured
+    # the problem's own measurement noise (:func:`repeat_spread`); null without collect.repeats > 1
+    pa.field("repeat_spread", pa.float64(), nullable=True),
 ])
 
 
@@ -132,6 +134,23 @@ def fastest_repeats(rows: list[dict]) -> dict[tuple, tuple[float, list[dict]]]:
         if (ds, pid) not in best or ms < best[ds, pid][0]:
             best[ds, pid] = (ms, [r for r in rs if r["role"] != "controller"])
     return best
+
+
+def repeat_spread(rows: list[dict]) -> dict[tuple, float]:
+    """{(dataset, problem): spread} over ``collect_repeats/v1`` rows of one trace set and executor: the mean, over
+    every pair of the problem's repeats, of |a - b| / ((a + b) / 2) of their latencies. It is the error one
+    measurement scores as a prediction of another of the same problem on the same models: what a replay that
+    predicts every problem exactly right would still score against a single run (the noise floor of the MAE)."""
+    runs: dict[tuple, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["role"] == "controller":
+            runs[(r["dataset"], r["problem_id"])].append(r["end_ns"] / 1e6)
+    out = {}
+    for key, ms in sorted(runs.items()):
+        pairs = [(a, b) for i, a in enumerate(ms) for b in ms[i + 1:]]
+        if pairs:
+            out[key] = sum(abs(a - b) / ((a + b) / 2) for a, b in pairs) / len(pairs)
+    return out
 
 
 def min_latency(latency: dict, repeats: dict) -> dict:
@@ -269,6 +288,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     calls, latency = find_traces(paths.collect_root, executors)
     reps = find_repeats(paths.collect_root)
     latency = min_latency(latency, reps)
+    spread = {(ts, ex, *k): v for (ts, ex), rs in reps.items() for k, v in repeat_spread(rs).items()}
     for (ts, ex), rs in sorted(reps.items()):
         print(f"[replay validate] {ts}/{ex}: {1 + max(r['repeat'] for r in rs)} repeats; each problem's fastest "
               f"counts")
@@ -304,7 +324,8 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
                 m = meas[p.problem]
                 rows.append(dict(run=cfg.name, trace_set=ts, dataset=p.dataset, problem=p.problem, executor=e,
                                  system=str(system.name), measured_ms=m, predicted_ms=r["latency_ms"],
-                                 rel_error=(r["latency_ms"] - m) / m))
+                                 rel_error=(r["latency_ms"] - m) / m,
+                                 repeat_spread=spread.get((ts, e, p.dataset, p.problem))))
     table = pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)
     if fit_on is None:
         write_parquet(table, paths.replay_validation, VALIDATION_SCHEMA)
@@ -315,12 +336,14 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     for (ts, e), rs in sorted(summary.items()):
         mae = sum(abs(r["rel_error"]) for r in rs) / len(rs)
         lo, hi = mae_interval([r["rel_error"] for r in rs])
+        noise = [r["repeat_spread"] for r in rs if r["repeat_spread"] is not None]
         out.append((ts + (" (fitted)" if ts == fit_on else " (held out)" if fit_on else ""), e, len(rs),
                     sum(r["measured_ms"] for r in rs) / len(rs),
                     sum(r["predicted_ms"] for r in rs) / len(rs), 100 * mae, f"{100 * lo:.1f}-{100 * hi:.1f}",
-                    "yes" if mae <= MAE_BAR else "NO"))
+                    100 * sum(r["rel_error"] for r in rs) / len(rs),
+                    f"{100 * sum(noise) / len(noise):.2f}" if noise else "-", "yes" if mae <= MAE_BAR else "NO"))
     print(format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "mae_95ci_pct",
-                        "within_10pct"], out))
+                        "mean_bias_pct", "noise_floor_pct", "within_10pct"], out))
     where = f"fit on {fit_on} only; nothing saved" if fit_on else str(paths.replay_validation)
     print(f"[replay validate] {len(rows)} problem comparisons on {system.name} -> {where}")
     return table

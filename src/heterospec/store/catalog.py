@@ -143,7 +143,11 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
     "replay_validation_summary": (("replay_validation",), """
         SELECT run, trace_set, executor, system, count(*) AS problems,
                round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
-               round(100 * avg(abs(rel_error)), 2) AS mae_pct
+               round(100 * avg(abs(rel_error)), 2) AS mae_pct,
+               -- signed: positive when the replay predicts too slow (docs/replay.md, validation)
+               round(100 * avg(rel_error), 2) AS mean_bias_pct,
+               -- the spread of the same problems measured twice; NULL without collect.repeats > 1
+               round(100 * avg(repeat_spread), 2) AS noise_floor_pct
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
     # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor); the
     # token-level baseline target_sd beside the single models
