@@ -269,3 +269,55 @@ def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_b
                       "ORDER BY executor").fetchall()
     # MAE (10 + 30) / 2 = 20 %, bias (10 - 30) / 2 = -10 %, noise (20 + 10) / 2 = 15 %; no repeats: NULL
     assert got == [("sequential", 20.0, -10.0, 15.0), ("step_ahead", 5.0, 5.0, None)]
+
+
+def _round(problem, start, kept, drafted=4, nodes=4, kv=40, draft_ms=1.0, verify_ms=1.0, accepted=None):
+    return dict(algorithm="brsd_sd", executor="sequential", dataset="d", problem_id=problem, step_idx=0,
+                start_ns=start, strategy="chain", kept=kept, accepted=kept - 1 if accepted is None else accepted,
+                drafted=drafted, nodes=nodes, kv_target=kv, draft_ms=draft_ms, verify_ms=verify_ms)
+
+
+def test_tau_from_the_trace_gives_the_recorded_number_of_rounds():
+    """Worked by hand: writes of 3 + 3 + 1 = 7 and 4 + 2 = 6 tokens in 5 recorded rounds. ceil(7 / tau) +
+    ceil(6 / tau) <= 5 first holds at tau = 3 (3 + 2); below it, 3 + 3. Neither the mean of accepted + 1 (4) nor
+    tokens per round (13 / 5 = 2.6) gives the recorded rounds."""
+    from heterospec.replay.validate import trace_speculation
+    rows = [_round("a", 1, 3, accepted=3), _round("a", 1, 3, accepted=3), _round("a", 1, 1, accepted=3),
+            _round("b", 2, 4, accepted=3), _round("b", 2, 2, accepted=3)]
+    spec = trace_speculation(rows, "brsd_sd")
+    assert (spec.tau, spec.draft_len, spec.strategy) == (pytest.approx(3.0, abs=1e-9), 4, "chain")
+    every = trace_speculation([_round("a", 1, 5)] * 3, "x")        # every round keeps all 4 drafted + 1
+    assert every.tau == pytest.approx(5.0)
+
+
+def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_fit():
+    """Noise-free rounds: draft_ms = 0.5 + 0.2 drafted, verify_ms = 1 + 0.1 (nodes + 1); the calls took 0.3 ms per
+    round beyond them, which the verify pass carries. A speculative set's target decodes (here 100 ms each) do not
+    reach the plain target decode fit."""
+    from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
+    from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
+    from heterospec.replay.validate import fit_table
+    rounds = [_round("a", k, 1, drafted=d, nodes=d, kv=kv, draft_ms=0.5 + 0.2 * d, verify_ms=1 + 0.1 * (d + 1))
+              for k, (d, kv) in enumerate((d, kv) for d in (2, 3, 4, 5) for kv in (10, 30, 60))]
+    call_ms = sum(r["draft_ms"] + r["verify_ms"] for r in rounds) + 0.3 * len(rounds)
+
+    def calls(target_ms):
+        rows = []
+        for i in range(6):
+            rows += [dict(role="draft", phase="decode", tokens_in=1, tokens_out=4 + i % 3, kv_len=10 * i, wall_ms=5.0),
+                     dict(role="prm", phase="score", tokens_in=20, tokens_out=0, kv_len=0, wall_ms=2.0),
+                     dict(role="target", phase="decode", tokens_in=1, tokens_out=4 + i % 2, kv_len=10 * i,
+                          wall_ms=target_ms)]
+        return pa.Table.from_pylist([dict(r, dataset="d", problem="p", step_idx=0, call_idx=k, outcome="rescue")
+                                     for k, r in enumerate(rows)], schema=CALLS_SCHEMA)
+    fit = {(r["role"], r["phase"]): r for r in fit_table(
+        {("brsd", "sequential"): calls(8.0), ("brsd_sd", "sequential"): calls(100.0)},
+        rounds={("brsd_sd", "sequential"): (rounds, call_ms)}).to_pylist()}
+    assert fit["target", "decode"]["wall_ms_mean"] == pytest.approx(8.0)
+    assert fit["draft", "round"]["coefficients"] == pytest.approx([0.5, 0.2, 0.0], abs=1e-6)
+    assert fit["target", "verify"]["coefficients"] == pytest.approx([1.3, 0.1, 0.0], abs=1e-6)
+    prof = MeasuredProfile.from_fit(pa.Table.from_pylist(list(fit.values())))
+    assert (prof.draft_round(50, 4), prof.target_verify(50, 5)) == pytest.approx((1.3, 1.8))
+    # a write of 7 tokens at tau 3: 3 rounds, each drafting 4 (1.3 ms) and verifying 5 (1.8 ms), no link cost
+    ctx = Ctx(prof, SystemParams("s", {}, {}, {}, float("inf"), 0.0))
+    assert rounds_ms(prof, ctx, TokenSpeculation(3.0, 4), 50, 7) == pytest.approx((3 * 1.3, 3 * 1.8))
