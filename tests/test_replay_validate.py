@@ -321,3 +321,22 @@ def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_f
     # a write of 7 tokens at tau 3: 3 rounds, each drafting 4 (1.3 ms) and verifying 5 (1.8 ms), no link cost
     ctx = Ctx(prof, SystemParams("s", {}, {}, {}, float("inf"), 0.0))
     assert rounds_ms(prof, ctx, TokenSpeculation(3.0, 4), 50, 7) == pytest.approx((3 * 1.3, 3 * 1.8))
+
+
+def test_a_validation_file_of_the_older_schema_is_one_line_naming_it(tmp_path):
+    """A results tree validated before replay_validation/v2 (no repeat_spread): the catalogue says which files to
+    rebuild instead of failing in DuckDB's binder."""
+    import pyarrow.parquet as pq
+    from heterospec.replay.validate import VALIDATION_SCHEMA
+    from heterospec.store.catalog import build
+    v1 = pa.schema([f for f in VALIDATION_SCHEMA if f.name != "repeat_spread"],
+                   metadata={b"heterospec.schema": b"replay_validation/v1"})
+    path = tmp_path / "results" / "r" / "replay" / "validation.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([dict(run="r", trace_set="brsd", dataset="d", problem="a", executor="s",
+                                              system="cpu3", measured_ms=1.0, predicted_ms=1.1, rel_error=0.1)],
+                                        schema=v1), path)
+    with pytest.raises(UserError, match=r"view replay_validation_summary: .*repeat_spread.*results/\*/replay/"
+                                        r"validation.parquet\) include one of an older schema"):
+        build(tmp_path / "cat.duckdb", tmp_path)
+    assert not (tmp_path / "cat.duckdb").exists()

@@ -338,7 +338,12 @@ def build(db_path: Path, root: Path = Path(".")) -> list[str]:
                 made.append(view)
         for view, (needs, sql) in SUMMARIES.items():
             if all(n in made for n in needs):
-                con.execute(f"CREATE VIEW {view} AS {sql}")
+                try:
+                    con.execute(f"CREATE VIEW {view} AS {sql}")
+                except duckdb.Error as e:   # a column the view reads is missing: a file of an older schema
+                    files = ", ".join(p for n in needs for p in _globs(TABLES[n]))
+                    raise UserError(f"view {view}: {_first_line(e)}; the files it reads ({files}) include one of an "
+                                    f"older schema: rerun the stage that wrote it") from None
                 made.append(view)
     except BaseException:
         con.close()
