@@ -31,6 +31,7 @@ MUST_MOVE = {
     "quantize": ["quantize.alpha", "models.draft.dtype", "models.prompt", "eval_limit"],
     "hls_codegen": ["hls.kernel", "hls.pipeline", "models.draft.arch"],
     "hls_csim": ["hls.csim_prompts", "hls.csim_max_new_tokens", "models.prompt"],
+    "hls_lib": ["hls.cxx"],
     "hls_model": ["hls.shell_margin", "hls.timing", "quantize.rope_positions", "models.draft.arch"],
     "kvmu_rtl": ["hls.shell_margin"],
     "hls_vendor": ["hls.resources"],

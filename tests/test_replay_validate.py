@@ -340,3 +340,17 @@ def test_a_validation_file_of_the_older_schema_is_one_line_naming_it(tmp_path):
                                         r"validation.parquet\) include one of an older schema"):
         build(tmp_path / "cat.duckdb", tmp_path)
     assert not (tmp_path / "cat.duckdb").exists()
+
+
+def test_validation_covers_speculating_variants_but_not_other_drafts():
+    """brsd_sd (the run's draft, target writes in rounds) is validated; brsd_u280 (the kernel drafts) and a
+    speculating variant without recorded rounds are not."""
+    from heterospec.config import compose_config
+    from heterospec.replay.validate import plain_traces
+    cfg = compose_config(["experiment=ci"])
+    keys = [("rsd", "sequential"), ("brsd_sd", "sequential"), ("brsd_u280", "sequential")]
+    calls, latency = {k: k for k in keys}, {(*k, "d", "p"): 1.0 for k in keys}
+    kept, lat = plain_traces(cfg, calls, latency, {"brsd_sd", "brsd_u280"})
+    assert sorted(kept) == [("brsd_sd", "sequential"), ("rsd", "sequential")]
+    assert sorted(lat) == [("brsd_sd", "sequential", "d", "p"), ("rsd", "sequential", "d", "p")]
+    assert sorted(plain_traces(cfg, calls, latency)[0]) == [("rsd", "sequential")]

@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, heterospec, run_cmd, snakemake
+from heterospec.config import compose_config
+from heterospec.config.variants import executors as collect_executors
+from heterospec.paths import EVAL_METHODS
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +30,10 @@ PROFILE = str(ROOT / "workflow" / "profiles" / "slurm")
 SLURM_ARGS = ("--profile", PROFILE, "--slurm-init-seconds-before-status-checks", "2", "--slurm-keep-successful-logs",
               "--config", "experiment=ci")
 # What the local reference run builds: the single-model rows and the collect tables behind Table III.
-ALGORITHMS, EXECUTORS = ("rsd", "brsd"), ("sequential", "step_ahead")
-REFERENCE = [f"results/ci/evaluate/synthetic/{m}.parquet" for m in ("draft_only", "target_only")] + [
-    f"results/ci/collect/synthetic/{a}/{e}/{t}.parquet" for a in ALGORITHMS for e in EXECUTORS
-    for t in ("problems", "calls")]
+CI = compose_config(["experiment=ci"])
+COLLECTS = [(a, e) for a in CI.collect.algorithms for e in collect_executors(CI, a)]
+REFERENCE = [f"results/ci/evaluate/synthetic/{m}.parquet" for m in EVAL_METHODS] + [
+    f"results/ci/collect/synthetic/{a}/{e}/{t}.parquet" for a, e in COLLECTS for t in ("problems", "calls")]
 # The reasoning, not its timing: a problem's answer and path, and the sequential executor's calls in order.
 PROBLEM_COLUMNS = "problem_id, prediction, correct, output, stop, steps, draft_steps, target_steps, backtracks"
 CALL_COLUMNS = "problem_id, step, attempt, role, phase, tokens_in, tokens_out, kv_len, round(prm_score, 6), outcome"
@@ -164,7 +167,7 @@ def test_results_equal_a_local_run(slurm_run, local_run):
     cluster = slurm_run["workdir"]
     assert slurm_run["rerun"].returncode == 0
     table3 = "SELECT dataset, method, problems, accuracy FROM table3 WHERE run = 'ci' ORDER BY ALL"
-    assert len(query(local_run, table3)) == 4 and query(cluster, table3) == query(local_run, table3)
+    assert len(query(local_run, table3)) == len(EVAL_METHODS) + len(CI.collect.algorithms) and query(cluster, table3) == query(local_run, table3)
     evaluations = "SELECT method, problem_id, prediction, correct, output FROM evaluations WHERE run = 'ci' ORDER BY ALL"
     assert query(cluster, evaluations) == query(local_run, evaluations)
     problems = f"SELECT algorithm, executor, {PROBLEM_COLUMNS} FROM collect_problems WHERE run = 'ci' ORDER BY ALL"

@@ -153,9 +153,10 @@ def test_ci_experiment_end_to_end(tmp_path):
         png = base64.b64encode((run / "figures" / f"{name}.png").read_bytes()).decode()
         assert png in text, name
 
-    # a sweep over the algorithm: one run per value on the same trio, never a train_model job (hls off: faster)
+    # a sweep over the algorithm: one run per value on the same trio, never a train_model job (hls and the collect
+    # variants off: faster)
     sweep = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci",
-                      "overrides=hls.enabled=false", "sweep=algorithm.threshold=0.5,0.7,0.9")
+                      "overrides=hls.enabled=false collect.algorithms=[rsd,brsd]", "sweep=algorithm.threshold=0.5,0.7,0.9")
     out = sweep.stdout + sweep.stderr
     assert sweep.returncode == 0, out[-4000:]
     logs = "".join(p.read_text() for p in tmp_path.glob("results/ci*.sweep+*/logs/sweep_*.log"))

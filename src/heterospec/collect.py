@@ -21,8 +21,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from heterospec import stage
-from heterospec.config import compose_config, dataset_config
-from heterospec.config.schema import STRATEGY_KNOBS
+from heterospec.config import dataset_config
+from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS
+from heterospec.config.variants import variant_config
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.progress import progress
@@ -64,8 +65,8 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
     from omegaconf import OmegaConf
 
     import heterospec
-    # not repeats: raising it keeps the journaled first repeats and runs only the new ones
-    collect = OmegaConf.masked_copy(cfg.collect, [k for k in cfg.collect if k != "repeats"])
+    # not repeats: raising it keeps the journaled first repeats and runs only the new ones; not the grid either
+    collect = OmegaConf.masked_copy(cfg.collect, [k for k in cfg.collect if k not in ("repeats", *COLLECT_GRID)])
     # a speculative target also reads the strategies' knobs and the draft device (heterospec.config.digest)
     speculation = OmegaConf.masked_copy(cfg.dfvg, [*STRATEGY_KNOBS, "draft_kernel"])
     parts = [OmegaConf.to_yaml(n, resolve=True) for n in
@@ -101,7 +102,8 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     repeats = int(cfg.collect.repeats)
     if repeats < 1:
         raise UserError(f"collect.repeats is {repeats}, expected 1 or more")
-    alg = compose_config([*overrides, f"algorithm={algorithm}"]).algorithm
+    cfg = variant_config(cfg, overrides, algorithm)   # a variant sets algorithm keys and the draft (collect.variants)
+    alg = cfg.algorithm
     check_strategy(str(alg.target_decoding), "algorithm.target_decoding", plain=True)   # before anything is read
     problems = load_problems(dataset_config(cfg, dataset, overrides), cfg.collect.limit)
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
@@ -170,7 +172,7 @@ def main(argv: list[str]) -> None:
     p = stage.parser("python -m heterospec.collect", "Run RSD / BRSD with traces; merge shards.")
     p.add_argument("command", choices=["run", "merge"])
     p.add_argument("--dataset", required=True)
-    p.add_argument("--algorithm", required=True, help="an algorithm config: rsd | brsd")
+    p.add_argument("--algorithm", required=True, help="an algorithm config (rsd | brsd) or a collect.variants name")
     p.add_argument("--executor", required=True, choices=["sequential", "step_ahead"])
     p.add_argument("--shard", default="0of1", help="run: which problem range, <i>of<n>")
     p.add_argument("--shards", type=int, default=None, help="merge: how many shards (default collect.shards)")

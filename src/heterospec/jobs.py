@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from heterospec.config.variants import variant_settings
 from heterospec.errors import UserError
 from heterospec.paths import EVAL_ROLES
 from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
@@ -159,7 +160,9 @@ class JobSizes:
                     runtime=self._minutes(seconds))
 
     def _collect_shard(self, dataset: str, algorithm: str, executor: str, shard: str) -> Need:
-        c, alg = self.cfg.collect, self.cfg.algorithm
+        c = self.cfg.collect
+        # a variant's own keys over its algorithm (no compose: the run's algorithm sizes every algorithm config)
+        alg = variant_settings(self.cfg, algorithm, self.cfg.algorithm).algorithm
         n = math.ceil(dataset_problems(self.datasets[dataset], int(c.limit)) / int(c.shards))
         # a problem's reasoning is about an answer long; the target may rewrite all of it, the PRM reads it all
         tokens = min(int(alg.max_steps) * int(alg.max_tokens_per_call), int(self.cfg.eval_max_new_tokens))
@@ -168,8 +171,10 @@ class JobSizes:
         # one worker per role; three roles sharing a CPU run on two cores (reasoning.session.cpu_placement)
         cores = 2 if len(on_cpu) == 3 else 3
         processes = 4 if c.processes else 1
+        # a target that writes by token-level speculation holds a copy of the draft beside it
+        loaded = ROLES + (("draft",) if alg.target_decoding != "plain" else ())
         return Need(threads=cores * int(c.threads_per_role), gpu=cuda_gpus(list(self.devices.values())),
-                    mem_mb=self.serving_mb(ROLES, processes), runtime=self._minutes(seconds))
+                    mem_mb=self.serving_mb(loaded, processes), runtime=self._minutes(seconds))
 
     def _dfvg_collect(self, dfvg_method: str) -> Need:
         d = self.cfg.dfvg

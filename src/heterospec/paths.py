@@ -155,6 +155,10 @@ class RunPaths:
     def hls_codegen(self, board: str) -> Path:
         return self.root / "hls" / board / "src" / "kernel.json"
 
+    def hls_lib(self, board: str) -> Path:
+        """The record of the board's kernel built as a shared library (the collect's kernel draft loads it)."""
+        return self.root / "hls" / board / "lib" / "library.json"
+
     def hls_csim(self, board: str) -> Path:
         return self.root / "hls" / board / "csim.parquet"
 

@@ -16,6 +16,7 @@ rule collect_shard:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_{shard}"),
     benchmark:
         PATHS.benchmark("collect_{dataset}_{algorithm}_{executor}_{shard}")
+    priority: job_priority("collect_shard")
     conda:
         "../envs/heterospec.yaml"
     threads: need("collect_shard", "threads")
@@ -43,6 +44,7 @@ rule collect_merge:
         rounds=PATHS.collect_table("{dataset}", "{algorithm}", "{executor}", "rounds"),
     log:
         PATHS.log("collect_{dataset}_{algorithm}_{executor}_merge"),
+    priority: job_priority("collect_merge")
     conda:
         "../envs/heterospec.yaml"
     resources:

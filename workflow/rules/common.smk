@@ -7,6 +7,8 @@ from pathlib import Path
 from heterospec.config import compose_config, run_dir
 from heterospec.config.digest import ResolvedRun, digest
 from heterospec.config.snakemake import run_overrides, validate_config
+from heterospec.config.variants import check_collect, is_variant, variant_settings
+from heterospec.config.variants import executors as collect_executors
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
@@ -22,6 +24,7 @@ try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra con
     RESOLVED = ResolvedRun(CFG, OVERRIDES)  # the group entries the stages read besides the run's own
     SWEEP = parse_sweep(config["sweep"]) if config.get("sweep") else None
     JOBS = JobSizes(CFG, {d: RESOLVED.dataset(d) for d in CFG.datasets})
+    check_collect(CFG)  # every collect.algorithms name: an algorithm config or a collect.variants entry
 except UserError as e:
     print(f"heterospec: {e}", file=sys.stderr)
     sys.exit(2)
@@ -62,6 +65,17 @@ def need(stage, field):
     return lambda wildcards: getattr(JOBS.need(stage, **dict(wildcards.items())), field)
 
 
+def job_priority(stage):
+    """Which ready job a small machine starts first: the default run's critical path is the draft's training, the
+    PRM's (it learns from the draft's steps), the collects the replay reads, then the replay and report stages;
+    the rest (the target's training beside them, evaluate, quantize, hls, the collect variants) fills the cores."""
+    if stage == "train_model":
+        return lambda wildcards: {"draft": 100, "prm": 90}.get(wildcards.role, 50)
+    if stage in ("collect_shard", "collect_merge"):
+        return lambda wildcards: 10 if is_variant(CFG, wildcards.algorithm) else 60
+    return 40
+
+
 def prm_needs(wildcards):
     """The PRM learns from the trained draft's steps and may start from the trained target's weights."""
     if wildcards.role != "prm":
@@ -70,9 +84,14 @@ def prm_needs(wildcards):
 
 
 def collect_inputs(wildcards):
+    """The trio's models; a W8A8 draft's export; a kernel draft's library (the run's draft or the variant's)."""
     inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ROLES]}
-    if CFG.models.draft.quantized:
+    draft = variant_settings(CFG, wildcards.algorithm, CFG.algorithm).draft
+    board = {"model": CFG.collect.draft_kernel, "w8a8": "none"}.get(draft, draft)
+    if CFG.models.draft.quantized or draft != "model" or board != "none":
         inputs["quantized_draft"] = str(PATHS.quantized_draft)
+    if board != "none":
+        inputs["kernel_library"] = str(PATHS.hls_lib(board))
     ds = RESOLVED.dataset(wildcards.dataset)
     if ds.kind != "synthetic":
         inputs["data"] = ds.path
@@ -88,12 +107,15 @@ def collect_shards(wildcards):
     ]
 
 
-def collections():
+def collections(plain=False):
+    """Every collect's problems table (``plain``: only the algorithm configs', which the replay prices and the
+    validation fits on; a variant of collect.variants draws rows of Table III and collect_summary)."""
     return [
         str(PATHS.collect_table(d, a, e, "problems"))
         for d in CFG.datasets
         for a in CFG.collect.algorithms
-        for e in CFG.collect.executors
+        if not (plain and is_variant(CFG, a))
+        for e in collect_executors(CFG, a)
     ]
 
 
@@ -122,7 +144,7 @@ def replay_outputs():
 
 def validation_outputs():
     """The simulator against the run's own collect traces (needs the sequential executor's calls to fit on)."""
-    if not collections() or "sequential" not in CFG.collect.executors:
+    if not collections(plain=True) or "sequential" not in CFG.collect.executors:
         return []
     return [str(PATHS.replay_validation), str(PATHS.replay_fit)]
 
@@ -145,7 +167,7 @@ def tau_sweep_outputs():
 
 def tau_sweep_inputs(wildcards):
     events = [str(PATHS.replay_events(ts)) for ts in CFG.replay.trace_sets] if replay_outputs() else []
-    return collections() + events
+    return collections(plain=True) + events
 
 
 def paper_outputs():

@@ -23,6 +23,26 @@ rule hls_codegen:
         " {params.hydra} 2>&1 | tee {log}"
 
 
+rule hls_lib:
+    input:
+        PATHS.hls_codegen("{board}"),
+    output:
+        PATHS.hls_lib("{board}"),
+    log:
+        PATHS.log("hls_lib_{board}"),
+    conda:
+        "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("hls_lib", "mem_mb"),
+        runtime=need("hls_lib", "runtime"),
+    params:
+        spec=spec("hls_lib"),
+        hydra=HYDRA,
+    shell:
+        "python -m heterospec.hls lib --board {wildcards.board} --kernel {input} --out {output}"
+        " {params.hydra} 2>&1 | tee {log}"
+
+
 rule hls_csim:
     input:
         PATHS.hls_codegen("{board}"),

@@ -26,6 +26,7 @@ rule train_model:
         f"{MODEL_DIR}/train.log",
     benchmark:
         f"{MODEL_DIR}/train.tsv"
+    priority: job_priority("train_model")
     threads: need("train_model", "threads")
     resources:
         mem_mb=need("train_model", "mem_mb"),

@@ -49,7 +49,7 @@ rule replay:
 
 rule replay_validate:
     input:
-        collections(),
+        collections(plain=True),
     output:
         validation=PATHS.replay_validation,
         fit=PATHS.replay_fit,
@@ -57,6 +57,7 @@ rule replay_validate:
         PATHS.log("replay_validate"),
     benchmark:
         PATHS.benchmark("replay_validate")
+    priority: job_priority("replay_validate")
     conda:
         "../envs/heterospec.yaml"
     resources:

@@ -7,12 +7,13 @@
 
 rule report_ours:
     input:
-        collections(),
+        collections(plain=True),
         [str(PATHS.hls_perf)] if "hls" in ours_profiles(CFG) else [],
     output:
         ours_path(PATHS),
     log:
         PATHS.log("report_ours"),
+    priority: job_priority("report_ours")
     conda:
         "../envs/heterospec.yaml"
     params:
@@ -29,6 +30,7 @@ rule report_tau_sweep:
         sweep_path(PATHS),
     log:
         PATHS.log("report_tau_sweep"),
+    priority: job_priority("report_tau_sweep")
     conda:
         "../envs/heterospec.yaml"
     params:

@@ -9,12 +9,13 @@ per run; the run's own entry is never composed again.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec.config import compose_config, hardware
-from heterospec.config.schema import STRATEGY_KNOBS
+from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS, CollectConfig
+from heterospec.config.variants import base_algorithm, is_variant, variant_settings
 from heterospec.errors import UserError
 
 
@@ -31,6 +32,9 @@ class Entries:
 SPECULATION = (*(f"dfvg.{k}" for k in STRATEGY_KNOBS), "dfvg.draft_kernel",
                Entries("hardware@system.draft", "system.draft", "system.draft.name"))
 
+# how one collect runs: its section without the grid (adding a collect to the grid reruns no other)
+COLLECT_RUN = tuple(f"collect.{f.name}" for f in fields(CollectConfig) if f.name not in COLLECT_GRID)
+
 READS: dict[str, tuple[str | Entries, ...]] = {
     "config": ("",),                                           # the whole resolved config
     "evaluate": (Entries("dataset", "dataset", "{dataset}"), "eval_limit", "eval_max_new_tokens", "models", "seed",
@@ -38,11 +42,13 @@ READS: dict[str, tuple[str | Entries, ...]] = {
     # the evaluate rule's target_sd method: what the others read, and its strategy (heterospec.evaluate)
     "evaluate_target_sd": (Entries("dataset", "dataset", "{dataset}"), "eval_limit", "eval_max_new_tokens", "models",
                            "seed", "system.torch_devices", "algorithm.target_sd", *SPECULATION),
-    "collect_shard": (Entries("dataset", "dataset", "{dataset}"), Entries("algorithm", "algorithm", "{algorithm}"),
-                      "models", "system.torch_devices", "collect", *SPECULATION),
+    # the algorithm wildcard names an algorithm config or a collect variant (its algorithm keys and its draft)
+    "collect_shard": (Entries("dataset", "dataset", "{dataset}"), Entries("collect_variant", "algorithm", "{algorithm}"),
+                      "models", "system.torch_devices", *COLLECT_RUN, *SPECULATION),
     "quantize": ("quantize", "models", "eval_limit", "system.torch_devices"),
     "hls_codegen": ("hls", "models.draft"),
     "hls_csim": ("hls", "models.draft", "models.prompt"),
+    "hls_lib": ("hls.cxx",),
     "hls_model": ("hls", "quantize.rope_positions", "models", Entries("hardware@system.draft", "system.draft",
                                                                       "hls.boards")),
     "kvmu_rtl": ("hls",),
@@ -92,6 +98,9 @@ class ResolvedRun:
     def entry(self, group: str, node: str, name: str):
         """Group entry ``name`` as the stage sees it: the run's own node when it is that entry; a system or board
         as the typed lookup the stages use (:mod:`heterospec.config.hardware`, read without a compose)."""
+        if group == "collect_variant":       # an algorithm config, or a variant: its algorithm's keys set, its draft
+            base = self.entry("algorithm", node, base_algorithm(self.cfg, name))
+            return variant_settings(self.cfg, name, base) if is_variant(self.cfg, name) else base
         own = section(self.cfg, node)
         if group in TYPED:
             if OmegaConf.is_dict(own) and own.get("name") == name:

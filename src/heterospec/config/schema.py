@@ -200,9 +200,30 @@ ScheduleConfig = dict[str, Any]
 
 # ----------------------------------------------------------------------------- collect
 @dataclass
+class CollectVariant:
+    """A named collect beside the algorithm configs (heterospec.config.variants): an algorithm config with some of its
+    keys set, written by one draft implementation. Its traces lie under ``collect/<dataset>/<name>/`` and their
+    ``algorithm`` column is the name, so Table III and ``collect_summary`` show it as a row of its own."""
+    algorithm: str = MISSING         # the algorithm config it runs: rsd | brsd
+    overrides: dict[str, Any] = field(default_factory=dict)    # algorithm keys set over it (target_decoding: chain)
+    draft: str = "model"             # model (the run's draft) | w8a8 (the quantize stage's export, in torch) | a board
+    executors: list[str] = field(default_factory=list)    # which of collect.executors it runs (empty: all of them)
+
+
+def _collect_variants() -> dict[str, CollectVariant]:
+    """The variants every run can name in ``collect.algorithms`` (conf/experiment/default.yaml collects some)."""
+    sd = {"target_decoding": "chain"}
+    return {"rsd_sd": CollectVariant("rsd", sd), "brsd_sd": CollectVariant("brsd", sd),
+            "rsd_w8a8": CollectVariant("rsd", draft="w8a8"), "brsd_w8a8": CollectVariant("brsd", draft="w8a8"),
+            "rsd_u280": CollectVariant("rsd", draft="u280"), "brsd_u280": CollectVariant("brsd", draft="u280"),
+            "brsd_v80": CollectVariant("brsd", draft="v80")}
+
+
+@dataclass
 class CollectConfig:
     """The collect stage's grid and how it runs."""
-    algorithms: list[str] = field(default_factory=lambda: ["rsd", "brsd"])      # algorithm configs to run
+    algorithms: list[str] = field(default_factory=lambda: ["rsd", "brsd"])   # algorithm configs or variants to run
+    variants: dict[str, CollectVariant] = field(default_factory=_collect_variants)
     executors: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
     limit: int = -1                  # problems per dataset (-1: the dataset's own limit)
     shards: int = 1                  # problem ranges run as separate jobs (and cluster tasks)
@@ -210,6 +231,10 @@ class CollectConfig:
     threads_per_role: int = 1        # torch threads in each role's worker
     repeats: int = 1                 # runs of each problem, in rounds; > 1: every run's timings (repeats table)
     draft_kernel: str = "none"       # none, or a board of hls.boards: its generated HLS kernel (C++ on this CPU) drafts
+
+
+# which collects a run makes, not how any one of them runs: a collect job reads the rest of the section
+COLLECT_GRID = ("algorithms", "executors", "variants")
 
 
 # ----------------------------------------------------------------------------- replay

@@ -184,13 +184,29 @@ def vendor(cfg, paths: RunPaths, board: str, kernel: Path, res_path: Path, out: 
     return status
 
 
+def library(cfg, board: str, kernel: Path, out: Path) -> Path:
+    """Build the board's generated kernel into a shared library beside ``out`` (cached by the digest of its sources,
+    compiler and flags) and record it in ``out``: what the collect's kernel draft loads."""
+    from heterospec.hls.kernel_lib import build_library
+
+    if not Path(kernel).exists():
+        raise UserError(f"{kernel}: no generated kernel; run python -m heterospec.hls codegen --board {board}")
+    lib = build_library(Path(kernel).parent, Path(out).parent, cfg.hls.cxx)
+    record = {"board": board, "library": lib.name, "kernel": str(Path(kernel).name), "cxx": str(cfg.hls.cxx),
+              "bytes": lib.stat().st_size}
+    Path(out).write_text(json.dumps(record, indent=2))
+    print(f"[hls] {board}: kernel library {lib}")
+    return lib
+
+
 def main(argv: list[str]) -> None:
     p = stage.parser("python -m heterospec.hls", "HLS build of the draft accelerator.")
     p.add_argument("command", choices=["codegen", "csim", "model", "kvmu", "vendor", "lib"])
     p.add_argument("--board", help="hardware config of the FPGA (codegen, csim, vendor)")
     p.add_argument("--export", type=Path, help="W8A8 export manifest (default: results/<run>/quantize/draft/)")
     p.add_argument("--kernel", type=Path, help="kernel manifest (default: results/<run>/hls/<board>/src/kernel.json)")
-    p.add_argument("--out", type=Path, help="output file (perf table for `model`; the library's folder for `lib`)")
+    p.add_argument("--out", type=Path, help="output file (perf table for `model`; for `lib` its record, the library "
+                   "beside it)")
     p.add_argument("--breakdown", type=Path)
     p.add_argument("--resources", type=Path, help="resource table (model: written; vendor: read)")
     args = stage.parse(p, argv)
@@ -208,9 +224,7 @@ def main(argv: list[str]) -> None:
         model(cfg, export if Path(export).exists() else None, args.out or paths.hls_perf,
               args.breakdown or paths.hls_breakdown, args.resources or paths.hls_resources)
     elif args.command == "lib":
-        from heterospec.hls.kernel_lib import build_library
-        lib = build_library(Path(kernel).parent, args.out, cfg.hls.cxx)
-        print(f"[hls] {args.board}: kernel library {lib}")
+        library(cfg, args.board, kernel, args.out or paths.hls_lib(args.board))
     elif args.command == "kvmu":
         kvmu(cfg, paths, args.out or paths.kvmu_synth)
     else:

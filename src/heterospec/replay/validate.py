@@ -120,6 +120,18 @@ def find_traces(root: Path, executors: list[str]) -> tuple[dict, dict]:
     return {k: pa.concat_tables(v) for k, v in calls.items()}, latency
 
 
+def plain_traces(cfg: Any, calls: dict, latency: dict, speculative: set[str] = frozenset()) -> tuple[dict, dict]:
+    """The traces the validation covers: the algorithm configs', and those of a collect variant (collect.variants)
+    whose target writes speculate (``speculative``: trace sets with rounds, :func:`find_rounds`) with the run's own
+    draft, which the replay prices as rounds; a variant with another draft implementation (the W8A8 export, a
+    board's kernel) prices its draft's calls otherwise and stays out of the fit and the validation."""
+    from heterospec.config.variants import is_variant
+
+    def covered(ts: str) -> bool:
+        return not is_variant(cfg, ts) or (ts in speculative and cfg.collect.variants[ts].draft == "model")
+    return ({k: t for k, t in calls.items() if covered(k[0])}, {k: v for k, v in latency.items() if covered(k[0])})
+
+
 def find_repeats(root: Path) -> dict[tuple, list[dict]]:
     """{(trace_set, executor): rows of its ``collect_repeats/v1`` tables}, only those with more than one repeat."""
     out: dict[tuple, list[dict]] = defaultdict(list)
@@ -303,7 +315,8 @@ def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dic
     keys = [k for k in plain if k[1] == "sequential"] or list(plain)
     seq = [fastest_calls(repeats[k]) if k in repeats else plain[k] for k in keys]
     fit = fit_calls(pa.concat_tables(seq), run)
-    rows, lat = sequential_rows(root, latency or {}, fit_on, repeats, skip=spec) if root is not None else ([], {})
+    rows, lat = sequential_rows(root, latency or {}, fit_on, repeats, {ts for ts, _ in plain}) \
+        if root is not None else ([], {})
     parts = [fit, fit_overheads(rows, lat, run)] if rows else [fit]
     if rounds:
         use = [v for k, v in rounds.items() if k[1] == "sequential"] or list(rounds.values())
@@ -311,10 +324,10 @@ def fit_table(calls: dict, run: str = "", root: Path | None = None, latency: dic
     return pa.concat_tables(parts)
 
 
-def sequential_rows(root: Path, latency: dict, fit_on: str | None = None,
-                    repeats: dict | None = None, skip: set = frozenset()) -> tuple[list[dict], dict]:
+def sequential_rows(root: Path, latency: dict, fit_on: str | None = None, repeats: dict | None = None,
+                    trace_sets: set[str] | None = None) -> tuple[list[dict], dict]:
     """The sequential executor's collect_calls/v3 rows (problem ids made unique per trace set and dataset; only
-    trace set ``fit_on`` when given; none of the trace sets in ``skip``) and their problems' measured latencies,
+    trace set ``fit_on`` when given; only those in ``trace_sets`` when given) and their problems' measured latencies,
     for :func:`fit_overheads`; a problem with repeats gives its fastest repeat's rows."""
     cols = ["algorithm", "executor", "dataset", "problem_id", "role", "phase", "start_ns", "end_ns"]
     rows, lat = [], {}
@@ -322,15 +335,16 @@ def sequential_rows(root: Path, latency: dict, fit_on: str | None = None,
         if any(p.startswith("shard-") for p in path.relative_to(root).parts) or _tag(path) != COLLECT_CALLS_TAG:
             continue
         for r in pq.read_table(path, columns=cols).to_pylist():
-            if r["executor"] == "sequential" and fit_on in (None, r["algorithm"]) and r["algorithm"] not in skip \
-                    and (r["algorithm"], "sequential") not in (repeats or {}):
+            if r["executor"] == "sequential" and fit_on in (None, r["algorithm"]) and \
+                    (trace_sets is None or r["algorithm"] in trace_sets) and \
+                    (r["algorithm"], "sequential") not in (repeats or {}):
                 key = (r["algorithm"], "sequential", r["dataset"], r["problem_id"])
                 r["problem_id"] = key
                 rows.append(r)
                 if key in latency:
                     lat[key] = latency[key]
     for (ts, ex), reps in (repeats or {}).items():
-        if ex != "sequential" or fit_on not in (None, ts) or ts in skip:
+        if ex != "sequential" or fit_on not in (None, ts) or (trace_sets is not None and ts not in trace_sets):
             continue
         for (ds, pid), (ms, rs) in fastest_repeats(reps).items():
             key = (ts, ex, ds, pid)
@@ -343,10 +357,13 @@ def measured_profile(cfg: Any, paths: RunPaths) -> MeasuredProfile:
     """The run's measured profile: its saved fit, else fitted now from its collect traces."""
     if paths.replay_fit.exists():
         return MeasuredProfile.from_fit(read_fit(paths.replay_fit))
-    calls, latency = find_traces(paths.collect_root, list(cfg.replay.validate_schedules))
+    rounds = find_rounds(paths.collect_root)
+    calls, latency = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.replay.validate_schedules)),
+                                  {ts for ts, _ in rounds})
+    rounds = {k: v for k, v in rounds.items() if k in calls}
     reps = find_repeats(paths.collect_root)
     return MeasuredProfile.from_fit(fit_table(calls, root=paths.collect_root, latency=min_latency(latency, reps),
-                                              repeats=reps, rounds=find_rounds(paths.collect_root)))
+                                              repeats=reps, rounds=rounds))
 
 
 # ----------------------------------------------------------------------------- validation
@@ -374,11 +391,12 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
 
     executors = list(cfg.replay.validate_schedules)
     scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}
-    calls, latency = find_traces(paths.collect_root, executors)
+    rounds = find_rounds(paths.collect_root)
+    calls, latency = plain_traces(cfg, *find_traces(paths.collect_root, executors), {ts for ts, _ in rounds})
+    rounds = {k: v for k, v in rounds.items() if k in calls}
     reps = find_repeats(paths.collect_root)
     latency = min_latency(latency, reps)
     spread = {(ts, ex, *k): v for (ts, ex), rs in reps.items() for k, v in repeat_spread(rs).items()}
-    rounds = find_rounds(paths.collect_root)
     for (ts, ex), rs in sorted(reps.items()):
         print(f"[replay validate] {ts}/{ex}: {1 + max(r['repeat'] for r in rs)} repeats; each problem's fastest "
               f"counts")

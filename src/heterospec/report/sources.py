@@ -58,13 +58,13 @@ def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     from heterospec.replay.stage import (needs_speculation, prefetch_outcome, profile_factory, schedule_configs,
                                          system_configs, token_speculation)
     from heterospec.replay.steps import steps_from_calls
-    from heterospec.replay.validate import find_traces
+    from heterospec.replay.validate import find_traces, plain_traces
 
     profiles = ours_profiles(cfg)
     if not profiles:
         raise UserError(f"replay.profiles {list(cfg.replay.profiles)}: our traces need a profile other than "
                         "'measured' to be priced on the paper's systems")
-    calls, _ = find_traces(paths.collect_root, list(cfg.collect.executors))
+    calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
     systems = system_configs(cfg)
     scheds = [get_schedule(s) for s in schedule_configs(cfg, overrides)]
     parts = []

@@ -1,0 +1,102 @@
+"""Collect variants (collect.variants, heterospec.config.variants): a name in collect.algorithms that is an algorithm
+config with some keys set and a draft implementation. The collect of a variant runs what its name says (its rows
+carry the name; a speculating target writes rounds; a kernel draft's calls say so) and, under greedy decoding,
+reasons like the algorithm it varies; its digest moves with its own settings only; a bad variant is one line."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+
+from conftest import copy_quantized
+from heterospec.config import compose_config
+from heterospec.config.digest import ResolvedRun
+from heterospec.config.variants import check_collect, variant_config
+from heterospec.errors import UserError
+
+OVERRIDES = ["experiment=default"]
+KEYS = ("problem_id", "prediction", "correct", "output", "stop", "steps", "draft_steps", "target_steps", "backtracks")
+
+
+def test_a_variant_is_its_algorithm_with_its_keys_and_its_draft():
+    cfg = compose_config(OVERRIDES)
+    brsd, sd, kernel, w8a8 = (variant_config(cfg, OVERRIDES, n) for n in ("brsd", "brsd_sd", "brsd_u280", "brsd_w8a8"))
+    rsd_sd = variant_config(cfg, OVERRIDES, "rsd_sd")
+    # the experiment's own algorithm keys (threshold 0.4) hold under every variant, and rsd_sd is RSD
+    assert {c.algorithm.threshold for c in (brsd, sd, kernel, w8a8, rsd_sd)} == {0.4}
+    assert rsd_sd.algorithm.name == "rsd" and not rsd_sd.algorithm.backtrack and sd.algorithm.backtrack
+    assert (brsd.algorithm.target_decoding, sd.algorithm.target_decoding, rsd_sd.algorithm.target_decoding) == \
+        ("plain", "chain", "chain")
+    assert (kernel.collect.draft_kernel, kernel.models.draft.quantized) == ("u280", False)
+    assert (w8a8.collect.draft_kernel, w8a8.models.draft.quantized) == ("none", True)
+    assert (brsd.collect.draft_kernel, brsd.models.draft.quantized) == ("none", False)
+    assert cfg.algorithm.target_decoding == "plain"          # the run's own config is left alone
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"algorithms": ["rsd", "brsd_zz"]}, "collect.algorithms: 'brsd_zz' is neither an algorithm config"),
+    ({"algorithms": ["x"], "variants": {"x": {"algorithm": "zz"}}}, "collect.variants.x.algorithm: 'zz', expected"),
+    ({"algorithms": ["x"], "variants": {"x": {"algorithm": "brsd", "draft": "u250"}}},
+     r"collect.variants.x.draft: 'u250', expected one of \['model', 'w8a8'\] or a board of hls.boards"),
+    ({"algorithms": ["x"], "variants": {"x": {"algorithm": "brsd", "executors": ["pipelined"]}}},
+     r"collect.variants.x.executors: 'pipelined' is not in collect.executors \['sequential', 'step_ahead'\]"),
+    ({"algorithms": ["x"], "variants": {"x": {"algorithm": "brsd", "overrides": {"treshold": 0.5}}}},
+     "collect.variants.x.overrides: no algorithm key 'treshold'"),
+])
+def test_a_bad_variant_is_one_line(change, message):
+    cfg = compose_config(OVERRIDES)
+    with open_dict(cfg):
+        cfg.collect = OmegaConf.merge(cfg.collect, change)
+    with pytest.raises(UserError, match=message) as e:
+        check_collect(cfg)
+    assert "\n" not in str(e.value)
+
+
+def test_a_variants_digest_moves_with_its_own_settings_only():
+    def specs(extra):
+        ov = OVERRIDES + extra
+        run = ResolvedRun(compose_config(ov), ov)
+        return {a: run.spec("collect_shard", {"dataset": "synthetic", "algorithm": a})
+                for a in ("rsd", "brsd", "brsd_sd", "brsd_u280", "brsd_w8a8")}
+
+    before = specs([])
+    assert len(set(before.values())) == 5
+    # adding collects to the grid reruns none of the others
+    assert specs(["collect.algorithms=[rsd,brsd,brsd_sd,brsd_u280]"]) == before
+    moved = lambda extra: {a for a, s in specs(extra).items() if s != before[a]}     # noqa: E731
+    assert moved(["collect.variants.brsd_sd.overrides.target_decoding=tree"]) == {"brsd_sd"}
+    assert moved(["collect.variants.brsd_u280.draft=v80"]) == {"brsd_u280"}
+    # a run's algorithm key holds for every algorithm config it collects (the experiment's thresholds do)
+    assert moved(["algorithm.max_backtracks=3"]) == moved(["collect.limit=7"]) == set(before)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantized):
+    """Three ci problems: brsd_sd writes brsd's outputs with token-level rounds in its target writes; brsd_u280
+    drafts with the kernel and writes what brsd_w8a8 (the torch int8 reference) writes; every row carries the
+    variant's name."""
+    from heterospec.collect import run_shard
+    from heterospec.hls import stage as hls
+    from heterospec.reasoning.traces import TABLES
+    from heterospec.store import read_parquet
+
+    ov = ["experiment=ci", "collect.limit=3"]
+    cfg, paths = trained_models.run(ov)
+    copy_quantized(ci_quantized, paths)
+    hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"))
+    hls.library(cfg, "u280", paths.hls_codegen("u280"), paths.hls_lib("u280"))
+
+    def collect(name):
+        out = run_shard(cfg, paths, ov, "synthetic", name, "sequential", "0of1", processes=False)
+        return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "calls", "rounds")}
+
+    got = {n: collect(n) for n in ("brsd", "brsd_sd", "brsd_w8a8", "brsd_u280")}
+    for name, tables in got.items():
+        assert {r["algorithm"] for t in tables.values() for r in t} <= {name} and len(tables["problems"]) == 3
+    view = lambda n: [{k: r[k] for k in KEYS} for r in got[n]["problems"]]     # noqa: E731
+    assert view("brsd_sd") == view("brsd") and view("brsd_u280") == view("brsd_w8a8")
+    target_writes = [c for c in got["brsd_sd"]["calls"] if c["role"] == "target" and c["phase"] == "decode"]
+    assert target_writes and len(got["brsd_sd"]["rounds"]) >= len(target_writes) and not got["brsd"]["rounds"]
+    impl = lambda n: {c["impl"] for c in got[n]["calls"] if c["role"] == "draft"}     # noqa: E731
+    assert impl("brsd_u280") == {"kernel:u280"} and impl("brsd_w8a8") == {"w8a8"} and impl("brsd") == {"float32"}
