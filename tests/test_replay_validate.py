@@ -257,18 +257,20 @@ def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_b
     # a: |10 - 12| / 11; b: the mean of its three pairs 2 / 10, 1 / 9.5, 1 / 10.5; c ran once: no spread
     assert spread == pytest.approx({("d", "a"): 2 / 11, ("d", "b"): (2 / 10 + 1 / 9.5 + 1 / 10.5) / 3})
     base = dict(run="r", trace_set="brsd", dataset="d", executor="sequential", system="cpu3")
-    write_parquet([dict(base, problem="a", measured_ms=10.0, predicted_ms=11.0, rel_error=0.1, repeat_spread=0.2),
-                   dict(base, problem="b", measured_ms=10.0, predicted_ms=7.0, rel_error=-0.3, repeat_spread=0.1),
+    write_parquet([dict(base, problem="a", measured_ms=10.0, predicted_ms=11.0, rel_error=0.1, repeat_spread=0.2,
+                        draft_pace=0.8),
+                   dict(base, problem="b", measured_ms=10.0, predicted_ms=7.0, rel_error=-0.3, repeat_spread=0.1,
+                        draft_pace=0.8),
                    dict(base, executor="step_ahead", problem="a", measured_ms=8.0, predicted_ms=8.4, rel_error=0.05,
-                        repeat_spread=None)],
+                        repeat_spread=None, draft_pace=None)],
                   tmp_path / "results" / "r" / "replay" / "validation.parquet", VALIDATION_SCHEMA)
     build(tmp_path / "cat.duckdb", tmp_path)
     con = duckdb.connect(str(tmp_path / "cat.duckdb"), read_only=True)
     con.execute(f"SET file_search_path = '{tmp_path}'")
-    got = con.execute("SELECT executor, mae_pct, mean_bias_pct, noise_floor_pct FROM replay_validation_summary "
-                      "ORDER BY executor").fetchall()
+    got = con.execute("SELECT executor, mae_pct, mean_bias_pct, noise_floor_pct, draft_pace "
+                      "FROM replay_validation_summary ORDER BY executor").fetchall()
     # MAE (10 + 30) / 2 = 20 %, bias (10 - 30) / 2 = -10 %, noise (20 + 10) / 2 = 15 %; no repeats: NULL
-    assert got == [("sequential", 20.0, -10.0, 15.0), ("step_ahead", 5.0, 5.0, None)]
+    assert got == [("sequential", 20.0, -10.0, 15.0, 0.8), ("step_ahead", 5.0, 5.0, None, None)]
 
 
 def _round(problem, start, kept, drafted=4, nodes=4, kv=40, draft_ms=1.0, verify_ms=1.0, accepted=None):
@@ -354,3 +356,20 @@ def test_validation_covers_speculating_variants_but_not_other_drafts():
     assert sorted(kept) == [("brsd_sd", "sequential"), ("rsd", "sequential")]
     assert sorted(lat) == [("brsd_sd", "sequential", "d", "p"), ("rsd", "sequential", "d", "p")]
     assert sorted(plain_traces(cfg, calls, latency)[0]) == [("rsd", "sequential")]
+
+
+def test_draft_pace_is_each_jobs_draft_time_per_token_over_the_sequential_jobs():
+    """Worked by hand: sequential jobs at 1 and 2 ms per draft token (pooled median 1.5), a step_ahead job at 3; the
+    target's calls and the draft's prefills do not count."""
+    from heterospec.replay.validate import draft_pace
+
+    def job(ms_per_token, n=4):
+        rows = [dict(role="draft", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=ms_per_token * n)] * 3
+        rows += [dict(role="target", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=99.0),
+                 dict(role="draft", phase="prefill", tokens_in=9, tokens_out=0, kv_len=0, wall_ms=99.0)]
+        return pa.Table.from_pylist([dict(r, dataset="d", problem="p", step_idx=0, call_idx=k, outcome="accept")
+                                     for k, r in enumerate(rows)], schema=CALLS_SCHEMA)
+    pace = draft_pace({("rsd", "sequential"): job(1.0), ("brsd", "sequential"): job(2.0, n=8),
+                       ("brsd", "step_ahead"): job(3.0)})
+    assert pace == pytest.approx({("rsd", "sequential"): 1 / 1.5, ("brsd", "sequential"): 2 / 1.5,
+                                  ("brsd", "step_ahead"): 3 / 1.5})

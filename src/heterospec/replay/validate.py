@@ -65,6 +65,8 @@ VALIDATION_SCHEMA = versioned("replay_validation", 2, [
     pa.field("rel_error", pa.float64(), nullable=False),    # (predicted - measured) / measured
     # the problem's own measurement noise (:func:`repeat_spread`); null without collect.repeats > 1
     pa.field("repeat_spread", pa.float64(), nullable=True),
+    # the collect job's draft ms per token over all sequential jobs' (:func:`draft_pace`); null: no draft decodes
+    pa.field("draft_pace", pa.float64(), nullable=True),
 ])
 
 
@@ -235,6 +237,27 @@ def repeat_spread(rows: list[dict]) -> dict[tuple, float]:
     return out
 
 
+def draft_pace(calls: dict) -> dict[tuple, float]:
+    """{(trace_set, executor): pace}: the median draft decode time per token of each collect job over that of every
+    sequential job pooled. Every job runs the same draft on the same problems, so a pace away from 1 is load the
+    job met that the others did not (the fit pools the sequential jobs: it cannot price both)."""
+    per_token: dict[tuple, list[float]] = {}
+    for key, t in calls.items():
+        d = t.select(["role", "phase", "tokens_out", "wall_ms"]).to_pydict()
+        per_token[key] = [w / n for r, ph, n, w in zip(d["role"], d["phase"], d["tokens_out"], d["wall_ms"])
+                          if r == "draft" and ph == "decode" and n and n > 0 and w is not None]
+    pooled = [v for (_, ex), vs in per_token.items() if ex == "sequential" for v in vs]
+    if not pooled:
+        return {}
+    ref = _median(pooled)
+    return {k: _median(vs) / ref for k, vs in per_token.items() if vs and ref > 0}
+
+
+def _median(v: list[float]) -> float:
+    v = sorted(v)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+
+
 def min_latency(latency: dict, repeats: dict) -> dict:
     """Each problem's measured latency (:func:`find_traces`), its minimum over its repeats where it has repeats."""
     out = dict(latency)
@@ -397,6 +420,7 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     reps = find_repeats(paths.collect_root)
     latency = min_latency(latency, reps)
     spread = {(ts, ex, *k): v for (ts, ex), rs in reps.items() for k, v in repeat_spread(rs).items()}
+    pace = draft_pace(calls)
     for (ts, ex), rs in sorted(reps.items()):
         print(f"[replay validate] {ts}/{ex}: {1 + max(r['repeat'] for r in rs)} repeats; each problem's fastest "
               f"counts")
@@ -439,7 +463,8 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
                 rows.append(dict(run=cfg.name, trace_set=ts, dataset=p.dataset, problem=p.problem, executor=e,
                                  system=str(system.name), measured_ms=m, predicted_ms=r["latency_ms"],
                                  rel_error=(r["latency_ms"] - m) / m,
-                                 repeat_spread=spread.get((ts, e, p.dataset, p.problem))))
+                                 repeat_spread=spread.get((ts, e, p.dataset, p.problem)),
+                                 draft_pace=pace.get((ts, e))))
     table = pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)
     if fit_on is None:
         write_parquet(table, paths.replay_validation, VALIDATION_SCHEMA)
@@ -455,9 +480,11 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
                     sum(r["measured_ms"] for r in rs) / len(rs),
                     sum(r["predicted_ms"] for r in rs) / len(rs), 100 * mae, f"{100 * lo:.1f}-{100 * hi:.1f}",
                     100 * sum(r["rel_error"] for r in rs) / len(rs),
-                    f"{100 * sum(noise) / len(noise):.2f}" if noise else "-", "yes" if mae <= MAE_BAR else "NO"))
+                    f"{100 * sum(noise) / len(noise):.2f}" if noise else "-",
+                    f"{rs[0]['draft_pace']:.2f}" if rs[0]["draft_pace"] is not None else "-",
+                    "yes" if mae <= MAE_BAR else "NO"))
     print(format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "mae_95ci_pct",
-                        "mean_bias_pct", "noise_floor_pct", "within_10pct"], out))
+                        "mean_bias_pct", "noise_floor_pct", "draft_pace", "within_10pct"], out))
     where = f"fit on {fit_on} only; nothing saved" if fit_on else str(paths.replay_validation)
     print(f"[replay validate] {len(rows)} problem comparisons on {system.name} -> {where}")
     return table

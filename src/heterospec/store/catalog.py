@@ -147,7 +147,9 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                -- signed: positive when the replay predicts too slow (docs/replay.md, validation)
                round(100 * avg(rel_error), 2) AS mean_bias_pct,
                -- the spread of the same problems measured twice; NULL without collect.repeats > 1
-               round(100 * avg(repeat_spread), 2) AS noise_floor_pct
+               round(100 * avg(repeat_spread), 2) AS noise_floor_pct,
+               -- the job's draft ms per token over all sequential jobs': far from 1, load differed between jobs
+               round(avg(draft_pace), 2) AS draft_pace
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
     # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor); the
     # token-level baseline target_sd beside the single models
