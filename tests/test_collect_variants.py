@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import pyarrow as pa
 import pytest
 from omegaconf import OmegaConf, open_dict
 
@@ -72,11 +73,11 @@ def test_a_variants_digest_moves_with_its_own_settings_only():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
-def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantized):
+def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantized, tmp_path):
     """Three ci problems: brsd_sd writes brsd's outputs with token-level rounds in its target writes; brsd_u280
     drafts with the kernel and writes what brsd_w8a8 (the torch int8 reference) writes; every row carries the
-    variant's name."""
-    from heterospec.collect import run_shard
+    variant's name. `heterospec collect compare` counts them alike, and counts a changed PRM reward."""
+    from heterospec.collect import merge, run_shard
     from heterospec.hls import stage as hls
     from heterospec.reasoning.traces import TABLES
     from heterospec.store import read_parquet
@@ -89,6 +90,7 @@ def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantiz
 
     def collect(name):
         out = run_shard(cfg, paths, ov, "synthetic", name, "sequential", "0of1", processes=False)
+        merge(paths, "synthetic", name, "sequential", 1)
         return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "calls", "rounds")}
 
     got = {n: collect(n) for n in ("brsd", "brsd_sd", "brsd_w8a8", "brsd_u280")}
@@ -100,3 +102,27 @@ def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantiz
     assert target_writes and len(got["brsd_sd"]["rounds"]) >= len(target_writes) and not got["brsd"]["rounds"]
     impl = lambda n: {c["impl"] for c in got[n]["calls"] if c["role"] == "draft"}     # noqa: E731
     assert impl("brsd_u280") == {"kernel:u280"} and impl("brsd_w8a8") == {"w8a8"} and impl("brsd") == {"float32"}
+
+    # the comparison, over a catalogue of these collects and of a copy of brsd's with one PRM reward changed
+    import pyarrow.parquet as pq
+    from heterospec.store.catalog import build
+    from heterospec.store.compare import compare_collects
+
+    run = tmp_path / "results" / "r"
+    shutil.copytree(paths.root / "collect", run / "collect")
+    src, dst = run / "collect" / "synthetic" / "brsd", run / "collect" / "synthetic" / "brsd_x"
+    shutil.copytree(src, dst)
+    for f in dst.rglob("*.parquet"):
+        t = pq.read_table(f)
+        rows = [{**r, "algorithm": "brsd_x"} for r in t.to_pylist()]
+        if f.name == "calls.parquet":
+            k = next(i for i, r in enumerate(rows) if r["role"] == "prm")
+            rows[k]["prm_score"] += 0.01
+        pq.write_table(pa.Table.from_pylist(rows, t.schema), f)
+    db = tmp_path / "results" / "heterospec.duckdb"
+    build(db, tmp_path)
+    counts = lambda a, b: compare_collects(db, (cfg.name, a), (cfg.name, b))[1]     # noqa: E731
+    assert counts("brsd", "brsd_sd") == counts("brsd_u280", "brsd_w8a8") == [("synthetic", "sequential", 3, 3, 3, 3, 3)]
+    assert counts("brsd", "brsd_x") == [("synthetic", "sequential", 3, 3, 3, 2, 3)]
+    with pytest.raises(UserError, match="no problems collected by both .*/brsd and .*/zz"):
+        counts("brsd", "zz")

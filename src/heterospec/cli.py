@@ -4,6 +4,7 @@
     heterospec config experiment=ci               print a run's resolved config
     heterospec models evaluate                    the trio's quality report (accuracy, PRM AUROC)
     heterospec collect report                     Table III, KV reuse and step-ahead speedup of a run
+    heterospec collect compare A B                two collects problem by problem (brsd_u280 brsd_w8a8)
     heterospec views                              list the catalogue's views and their columns
     heterospec summary RUN                        what a finished run produced (its accuracy or sweep table)
     heterospec check [RUN]                        every model, export and kernel file against its manifest's sha256
@@ -105,6 +106,21 @@ def _collect(args) -> None:
         print(f"{title} — run {cfg.name}")
         print(format_table(cols, rows))
         print()
+
+
+def _collect_compare(args) -> None:
+    """Two collects of the same problems, problem by problem (heterospec.store.compare)."""
+    from heterospec.store.compare import compare_collects, parse_collect
+    if len(args.collects) != 2:
+        raise UserError(f"heterospec collect compare: expected two collects (ALGORITHM or RUN/ALGORITHM), "
+                        f"got {len(args.collects)}")
+    a, b = (parse_collect(c, args.run) for c in args.collects)
+    cols, rows = compare_collects(args.db, a, b)
+    print(f"{a[0]}/{a[1]} against {b[0]}/{b[1]}: problems alike (of those both collected)")
+    print(format_table(cols, rows))
+    differ = [r for r in rows if any(v is not None and v != r[2] for v in r[3:])]
+    if differ and args.strict:
+        raise UserError(f"{len(differ)} dataset/executor pair(s) differ")
 
 
 def _check(args) -> None:
@@ -217,10 +233,17 @@ def main(argv: list[str]) -> None:
     m.set_defaults(func=_models)
 
     k = sub.add_parser("collect", help="collect commands")
-    k.add_argument("action", choices=["report"], help="report: accuracy, KV reuse and step-ahead speedup of a run")
-    k.add_argument("overrides", nargs="*", help="Hydra overrides naming the run (e.g. experiment=ci)")
-    k.add_argument("--db", type=Path, default=DUCKDB_FILE)
-    k.set_defaults(func=_collect)
+    ks = k.add_subparsers(dest="action", required=True)
+    kr = ks.add_parser("report", help="accuracy, KV reuse and step-ahead speedup of a run")
+    kr.add_argument("overrides", nargs="*", help="Hydra overrides naming the run (e.g. experiment=ci)")
+    kr.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    kr.set_defaults(func=_collect)
+    kc = ks.add_parser("compare", help="two collects problem by problem: same answers, steps, PRM calls, KVMU log")
+    kc.add_argument("collects", nargs="+", metavar="COLLECT", help="two of ALGORITHM or RUN/ALGORITHM")
+    kc.add_argument("--run", default="default", help="the run of a COLLECT given without one (default: default)")
+    kc.add_argument("--strict", action="store_true", help="fail (exit 2) when any problem differs")
+    kc.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    kc.set_defaults(func=_collect_compare)
 
     r = sub.add_parser("replay", help="trace replay: import | run | validate (python -m heterospec.replay)",
                        add_help=False)

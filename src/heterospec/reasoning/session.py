@@ -84,6 +84,8 @@ class Session:
                                               cpus=placement[r][0], nice=placement[r][1],
                                               decoding=(decodings or {}).get(r) or
                                               (target_decoding if r == "target" else None)))
+            for role in self.roles.values():      # started side by side; a worker that fails to load says so here
+                role.ready()
         except BaseException:
             self.close()
             raise

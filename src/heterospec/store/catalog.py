@@ -152,7 +152,7 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(avg(draft_pace), 2) AS draft_pace
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
     # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor); the
-    # token-level baseline target_sd beside the single models
+    # token-level baseline target_sd beside the single models; the collect variants (collect.variants) after BRSD
     "table3": (("evaluations", "collect_problems"), """
         SELECT * FROM (
             SELECT run, models, dataset, method, count(*) AS problems,
@@ -163,7 +163,7 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                   WHERE executor = 'sequential')
             GROUP BY run, models, dataset, method)
         ORDER BY run, dataset, CASE method WHEN 'draft_only' THEN 0 WHEN 'target_only' THEN 1 WHEN 'target_sd' THEN 2
-                                           WHEN 'rsd' THEN 3 WHEN 'brsd' THEN 4 ELSE 5 END"""),
+                                           WHEN 'rsd' THEN 3 WHEN 'brsd' THEN 4 ELSE 5 END, method"""),
     # Table III beside the paper's (the artifact's table3_accuracy_reference.json, when a checkout is configured)
     "table3_vs_paper": (("table3", "paper_table3"), """
         SELECT run, 'ours' AS source, models, dataset, method, problems, accuracy FROM table3
@@ -254,7 +254,7 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
     # accuracy against latency per method: accuracy from this run (Table III; BRSD with token-level speculation in its
     # rewrites writes BRSD's outputs under greedy decoding, tests/test_speculative_reasoning.py), latency replayed on
     # the paper's systems (our sequential traces) and measured on this machine (evaluate for the target alone; each
-    # collect executor for RSD and BRSD)
+    # collect executor for RSD and BRSD; the brsd_sd collect variant for BRSD + token-level speculation)
     "accuracy_latency": (("evaluations", "collect_problems", "replay_results"), """
         WITH lab AS (SELECT * FROM (VALUES ('target_only', 'target', 'ours_brsd'),
                                            ('target_sd', 'target + token spec.', 'ours_brsd'),
@@ -274,6 +274,11 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
         FROM table3 a JOIN lab l USING (method)
         JOIN collect_summary c ON c.run = a.run AND c.dataset = a.dataset AND c.algorithm = a.method
         WHERE l.label IN ('RSD', 'BRSD')
+        UNION ALL
+        SELECT a.run, a.dataset, 'BRSD + token spec.', a.accuracy, 'this machine', 'measured: ' || c.executor,
+               c.mean_latency_s
+        FROM table3 a JOIN collect_summary c ON c.run = a.run AND c.dataset = a.dataset AND c.algorithm = a.method
+        WHERE a.method = 'brsd_sd'
         ORDER BY ALL"""),
     # DFVG: τ = tokens per verification round (accepted drafted tokens + the target's own), acceptance = accepted /
     # longest path, draft efficiency = accepted / verified nodes
