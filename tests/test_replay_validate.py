@@ -243,3 +243,133 @@ def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
     # overheads from the same repeats: the PRM's gaps 1 and 0 ms, the problems' edges 10 - 9.8 and 9 - 8.9 ms
     assert fit["prm", "dispatch"]["coefficients"] == pytest.approx([0.5])
     assert fit["controller", "problem"]["coefficients"] == pytest.approx([0.15])
+
+
+def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_bias(tmp_path):
+    """repeat_spread worked by hand; replay_validation_summary's mean_bias_pct (signed) and noise_floor_pct."""
+    import duckdb
+    from heterospec.replay.validate import VALIDATION_SCHEMA, repeat_spread
+    from heterospec.store import write_parquet
+    from heterospec.store.catalog import build
+    rows = (_rep("a", 0, [], 10) + _rep("a", 1, [], 12)
+            + _rep("b", 0, [], 9) + _rep("b", 1, [], 11) + _rep("b", 2, [], 10) + _rep("c", 0, [], 7))
+    spread = repeat_spread(rows)
+    # a: |10 - 12| / 11; b: the mean of its three pairs 2 / 10, 1 / 9.5, 1 / 10.5; c ran once: no spread
+    assert spread == pytest.approx({("d", "a"): 2 / 11, ("d", "b"): (2 / 10 + 1 / 9.5 + 1 / 10.5) / 3})
+    base = dict(run="r", trace_set="brsd", dataset="d", executor="sequential", system="cpu3")
+    write_parquet([dict(base, problem="a", measured_ms=10.0, predicted_ms=11.0, rel_error=0.1, repeat_spread=0.2,
+                        draft_pace=0.8),
+                   dict(base, problem="b", measured_ms=10.0, predicted_ms=7.0, rel_error=-0.3, repeat_spread=0.1,
+                        draft_pace=0.8),
+                   dict(base, executor="step_ahead", problem="a", measured_ms=8.0, predicted_ms=8.4, rel_error=0.05,
+                        repeat_spread=None, draft_pace=None)],
+                  tmp_path / "results" / "r" / "replay" / "validation.parquet", VALIDATION_SCHEMA)
+    build(tmp_path / "cat.duckdb", tmp_path)
+    con = duckdb.connect(str(tmp_path / "cat.duckdb"), read_only=True)
+    con.execute(f"SET file_search_path = '{tmp_path}'")
+    got = con.execute("SELECT executor, mae_pct, mean_bias_pct, noise_floor_pct, draft_pace "
+                      "FROM replay_validation_summary ORDER BY executor").fetchall()
+    # MAE (10 + 30) / 2 = 20 %, bias (10 - 30) / 2 = -10 %, noise (20 + 10) / 2 = 15 %; no repeats: NULL
+    assert got == [("sequential", 20.0, -10.0, 15.0, 0.8), ("step_ahead", 5.0, 5.0, None, None)]
+
+
+def _round(problem, start, kept, drafted=4, nodes=4, kv=40, draft_ms=1.0, verify_ms=1.0, accepted=None):
+    return dict(algorithm="brsd_sd", executor="sequential", dataset="d", problem_id=problem, step_idx=0,
+                start_ns=start, strategy="chain", kept=kept, accepted=kept - 1 if accepted is None else accepted,
+                drafted=drafted, nodes=nodes, kv_target=kv, draft_ms=draft_ms, verify_ms=verify_ms)
+
+
+def test_tau_from_the_trace_gives_the_recorded_number_of_rounds():
+    """Worked by hand: writes of 3 + 3 + 1 = 7 and 4 + 2 = 6 tokens in 5 recorded rounds. ceil(7 / tau) +
+    ceil(6 / tau) <= 5 first holds at tau = 3 (3 + 2); below it, 3 + 3. Neither the mean of accepted + 1 (4) nor
+    tokens per round (13 / 5 = 2.6) gives the recorded rounds."""
+    from heterospec.replay.validate import trace_speculation
+    rows = [_round("a", 1, 3, accepted=3), _round("a", 1, 3, accepted=3), _round("a", 1, 1, accepted=3),
+            _round("b", 2, 4, accepted=3), _round("b", 2, 2, accepted=3)]
+    spec = trace_speculation(rows, "brsd_sd")
+    assert (spec.tau, spec.draft_len, spec.strategy) == (pytest.approx(3.0, abs=1e-9), 4, "chain")
+    every = trace_speculation([_round("a", 1, 5)] * 3, "x")        # every round keeps all 4 drafted + 1
+    assert every.tau == pytest.approx(5.0)
+
+
+def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_fit():
+    """Noise-free rounds: draft_ms = 0.5 + 0.2 drafted, verify_ms = 1 + 0.1 (nodes + 1); the calls took 0.3 ms per
+    round beyond them, which the verify pass carries. A speculative set's target decodes (here 100 ms each) do not
+    reach the plain target decode fit."""
+    from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
+    from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
+    from heterospec.replay.validate import fit_table
+    rounds = [_round("a", k, 1, drafted=d, nodes=d, kv=kv, draft_ms=0.5 + 0.2 * d, verify_ms=1 + 0.1 * (d + 1))
+              for k, (d, kv) in enumerate((d, kv) for d in (2, 3, 4, 5) for kv in (10, 30, 60))]
+    call_ms = sum(r["draft_ms"] + r["verify_ms"] for r in rounds) + 0.3 * len(rounds)
+
+    def calls(target_ms):
+        rows = []
+        for i in range(6):
+            rows += [dict(role="draft", phase="decode", tokens_in=1, tokens_out=4 + i % 3, kv_len=10 * i, wall_ms=5.0),
+                     dict(role="prm", phase="score", tokens_in=20, tokens_out=0, kv_len=0, wall_ms=2.0),
+                     dict(role="target", phase="decode", tokens_in=1, tokens_out=4 + i % 2, kv_len=10 * i,
+                          wall_ms=target_ms)]
+        return pa.Table.from_pylist([dict(r, dataset="d", problem="p", step_idx=0, call_idx=k, outcome="rescue")
+                                     for k, r in enumerate(rows)], schema=CALLS_SCHEMA)
+    fit = {(r["role"], r["phase"]): r for r in fit_table(
+        {("brsd", "sequential"): calls(8.0), ("brsd_sd", "sequential"): calls(100.0)},
+        rounds={("brsd_sd", "sequential"): (rounds, call_ms)}).to_pylist()}
+    assert fit["target", "decode"]["wall_ms_mean"] == pytest.approx(8.0)
+    assert fit["draft", "round"]["coefficients"] == pytest.approx([0.5, 0.2, 0.0], abs=1e-6)
+    assert fit["target", "verify"]["coefficients"] == pytest.approx([1.3, 0.1, 0.0], abs=1e-6)
+    prof = MeasuredProfile.from_fit(pa.Table.from_pylist(list(fit.values())))
+    assert (prof.draft_round(50, 4), prof.target_verify(50, 5)) == pytest.approx((1.3, 1.8))
+    # a write of 7 tokens at tau 3: 3 rounds, each drafting 4 (1.3 ms) and verifying 5 (1.8 ms), no link cost
+    ctx = Ctx(prof, SystemParams("s", {}, {}, {}, float("inf"), 0.0))
+    assert rounds_ms(prof, ctx, TokenSpeculation(3.0, 4), 50, 7) == pytest.approx((3 * 1.3, 3 * 1.8))
+
+
+def test_a_validation_file_of_the_older_schema_is_one_line_naming_it(tmp_path):
+    """A results tree validated before replay_validation/v2 (no repeat_spread): the catalogue says which files to
+    rebuild instead of failing in DuckDB's binder."""
+    import pyarrow.parquet as pq
+    from heterospec.replay.validate import VALIDATION_SCHEMA
+    from heterospec.store.catalog import build
+    v1 = pa.schema([f for f in VALIDATION_SCHEMA if f.name != "repeat_spread"],
+                   metadata={b"heterospec.schema": b"replay_validation/v1"})
+    path = tmp_path / "results" / "r" / "replay" / "validation.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([dict(run="r", trace_set="brsd", dataset="d", problem="a", executor="s",
+                                              system="cpu3", measured_ms=1.0, predicted_ms=1.1, rel_error=0.1)],
+                                        schema=v1), path)
+    with pytest.raises(UserError, match=r"view replay_validation_summary: .*repeat_spread.*results/\*/replay/"
+                                        r"validation.parquet\) include one of an older schema"):
+        build(tmp_path / "cat.duckdb", tmp_path)
+    assert not (tmp_path / "cat.duckdb").exists()
+
+
+def test_validation_covers_speculating_variants_but_not_other_drafts():
+    """brsd_sd (the run's draft, target writes in rounds) is validated; brsd_u280 (the kernel drafts) and a
+    speculating variant without recorded rounds are not."""
+    from heterospec.config import compose_config
+    from heterospec.replay.validate import plain_traces
+    cfg = compose_config(["experiment=ci"])
+    keys = [("rsd", "sequential"), ("brsd_sd", "sequential"), ("brsd_u280", "sequential")]
+    calls, latency = {k: k for k in keys}, {(*k, "d", "p"): 1.0 for k in keys}
+    kept, lat = plain_traces(cfg, calls, latency, {"brsd_sd", "brsd_u280"})
+    assert sorted(kept) == [("brsd_sd", "sequential"), ("rsd", "sequential")]
+    assert sorted(lat) == [("brsd_sd", "sequential", "d", "p"), ("rsd", "sequential", "d", "p")]
+    assert sorted(plain_traces(cfg, calls, latency)[0]) == [("rsd", "sequential")]
+
+
+def test_draft_pace_is_each_jobs_draft_time_per_token_over_the_sequential_jobs():
+    """Worked by hand: sequential jobs at 1 and 2 ms per draft token (pooled median 1.5), a step_ahead job at 3; the
+    target's calls and the draft's prefills do not count."""
+    from heterospec.replay.validate import draft_pace
+
+    def job(ms_per_token, n=4):
+        rows = [dict(role="draft", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=ms_per_token * n)] * 3
+        rows += [dict(role="target", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=99.0),
+                 dict(role="draft", phase="prefill", tokens_in=9, tokens_out=0, kv_len=0, wall_ms=99.0)]
+        return pa.Table.from_pylist([dict(r, dataset="d", problem="p", step_idx=0, call_idx=k, outcome="accept")
+                                     for k, r in enumerate(rows)], schema=CALLS_SCHEMA)
+    pace = draft_pace({("rsd", "sequential"): job(1.0), ("brsd", "sequential"): job(2.0, n=8),
+                       ("brsd", "step_ahead"): job(3.0)})
+    assert pace == pytest.approx({("rsd", "sequential"): 1 / 1.5, ("brsd", "sequential"): 2 / 1.5,
+                                  ("brsd", "step_ahead"): 3 / 1.5})

@@ -50,6 +50,11 @@ class LatencyProfile(ABC):
         (the hardware-derived profiles price the pass itself)."""
         return self.target_decode(kv, 1)
 
+    def draft_round(self, kv: int, n: int) -> float:
+        """The draft drafts ``n`` tokens of a token-level speculation round after ``kv``: by default a decode of
+        ``n`` tokens (the measured profile fits the rounds themselves)."""
+        return self.draft_decode(kv, n)
+
     def draft_ingest(self, kv: int, n: int) -> float:
         """The draft ingests the target's step of ``n`` tokens (its KV-cache synchronisation): a prefill."""
         return self.draft_prefill(kv, n)

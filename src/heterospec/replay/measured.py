@@ -27,6 +27,12 @@ has not seen — at least the last token it sampled — then decodes; so ``draft
 1-token feed + decode), and ``draft_prefill`` (a prompt, a target step to catch up on) is the *extra* feed, merged
 into the next write. The target's write is ``target_prefill`` (dispatch + feed) + ``target_decode``.
 
+Target writes made by token-level speculation (``algorithm.target_decoding`` a strategy; their rounds in
+``collect_rounds/v1``) are priced as rounds (:mod:`heterospec.replay.schedules.mechanisms.token_speculation`):
+:func:`fit_rounds` fits the draft's drafting (phase ``round``) and the target's verification pass (phase ``verify``)
+from the recorded rounds, and the profile answers ``draft_round`` and ``target_verify`` with them. Those calls stay
+out of the plain fits (``heterospec.replay.validate.fit_table``).
+
 :func:`fit_calls` returns the coefficients with R^2 and MAPE on the rows (``FIT_SCHEMA``); its coefficients are
 never negative. A fit file with coefficients that make a call the simulator asks about cost less than nothing (edited
 by hand, or written by another tool) is a UserError naming the call.
@@ -45,7 +51,10 @@ from heterospec.replay.steps import CALLS_SCHEMA
 from heterospec.store.parquet import read_parquet, versioned, write_parquet
 
 FEATURES = {"decode": ("1", "n", "n*kv+n(n+1)/2"), "prefill": ("1", "n", "n*kv+n(n+1)/2"),
-            "score": ("1", "N", "N^2")}
+            "score": ("1", "N", "N^2"),
+            # a token-level speculation round (collect_rounds/v1): the draft drafts n tokens, the target verifies
+            # n = nodes + 1 in one pass (the drafted ones after the last accepted token); both after kv
+            "round": ("1", "n", "n*kv+n(n+1)/2"), "verify": ("1", "n", "n*kv+n(n+1)/2")}
 BY_CONTEXT = {("prm", "score"), ("target", "prefill")}   # fitted on the context N = kv + tokens in
 NEEDED = (("draft", "decode"), ("prm", "score"), ("target", "decode"))   # prefills may be folded into decodes
 OVERHEAD = ("dispatch", "problem")                        # phases of the overhead rows (one coefficient each)
@@ -133,21 +142,47 @@ def fit_calls(calls: pa.Table, run: str = "") -> pa.Table:
             raise UserError(f"measured profile: no {need[0]} {need[1]} calls with wall_ms in the traces")
     out = []
     for (role, phase), g in sorted(groups.items()):
-        if phase not in FEATURES:
-            raise UserError(f"measured profile: phase '{phase}' of role '{role}' is not one of {sorted(FEATURES)}")
-        key = _key(role, phase)
+        if phase not in ("prefill", "decode", "score"):
+            raise UserError(f"measured profile: phase '{phase}' of role '{role}' is not one of prefill, decode, score")
         n, kv = _call_arrays(g, phase)
-        X, y = features(key, n, kv), np.asarray(g["wall"], dtype=float)
-        coef = lad(X, y)
-        coef[0] = max(0.0, coef[0] + float(np.mean(y - X @ coef)))   # mean-unbiased: latencies add up (docstring)
-        pred = X @ coef
-        ss_res, ss_tot = float(((y - pred) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
-        r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
-        pos = y > 0
-        mape = float(np.mean(np.abs(pred[pos] - y[pos]) / y[pos])) if pos.any() else 0.0
-        out.append(dict(run=run, role=role, phase=phase, calls=len(y), features=list(FEATURES[key]),
-                        coefficients=[float(c) for c in coef], r2=r2, mape=mape, wall_ms_mean=float(y.mean())))
+        out.append(_fit_row(run, role, phase, n, kv, np.asarray(g["wall"], dtype=float)))
     return pa.Table.from_pylist(out, schema=FIT_SCHEMA)
+
+
+def _fit_row(run: str, role: str, phase: str, n, kv, y: np.ndarray, extra_ms: float = 0.0) -> dict:
+    """One FIT_SCHEMA row: the LAD slopes, the intercept shifted to the mean residual plus ``extra_ms`` per row."""
+    key = _key(role, phase)
+    X = features(key, n, kv)
+    coef = lad(X, y)
+    coef[0] = max(0.0, coef[0] + float(np.mean(y - X @ coef)) + extra_ms)   # mean-unbiased: latencies add up
+    pred = X @ coef
+    y = y + extra_ms
+    ss_res, ss_tot = float(((y - pred) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    pos = y > 0
+    mape = float(np.mean(np.abs(pred[pos] - y[pos]) / y[pos])) if pos.any() else 0.0
+    return dict(run=run, role=role, phase=phase, calls=len(y), features=list(FEATURES[key]),
+                coefficients=[float(c) for c in coef], r2=r2, mape=mape, wall_ms_mean=float(y.mean()))
+
+
+def fit_rounds(rounds: list[dict], call_ms: float, run: str = "") -> pa.Table:
+    """The rounds of token-level speculative target writes (``collect_rounds/v1`` rows of sequential runs):
+    ``draft round`` fits ``draft_ms`` on the tokens drafted and the target's context ``kv_target``; ``target
+    verify`` fits ``verify_ms`` on the tokens of the pass (nodes + 1). ``call_ms``, the summed wall time of the
+    calls the rounds belong to, minus the rounds' own draft and verify times, is what a speculative call spends
+    outside them (the draft copy catching up on the context, the tree's bookkeeping): it is charged to the verify
+    pass, per round, so that a write's rounds add up to its calls' time."""
+    if not rounds:
+        raise UserError("measured profile: no token-level rounds to fit")
+    kv = np.asarray([r["kv_target"] for r in rounds], dtype=float)
+    draft_ms = np.asarray([r["draft_ms"] for r in rounds], dtype=float)
+    verify_ms = np.asarray([r["verify_ms"] for r in rounds], dtype=float)
+    outside = (call_ms - float(draft_ms.sum() + verify_ms.sum())) / len(rounds)
+    return pa.Table.from_pylist([
+        _fit_row(run, "draft", "round", np.asarray([r["drafted"] for r in rounds], dtype=float), kv, draft_ms),
+        _fit_row(run, "target", "verify", np.asarray([r["nodes"] + 1 for r in rounds], dtype=float), kv, verify_ms,
+                 extra_ms=max(0.0, outside)),
+    ], schema=FIT_SCHEMA)
 
 
 def fit_overheads(rows: list[dict], latency_ms: dict, run: str = "") -> pa.Table:
@@ -234,6 +269,18 @@ class MeasuredProfile(LatencyProfile):
 
     def target_decode(self, kv: int, g: int) -> float:
         return self._ms("target", "decode", g, kv)
+
+    def target_verify(self, kv: int, n: int) -> float:
+        """A verification pass of ``n`` tokens as the rounds were fitted (:func:`fit_rounds`), else a decode step."""
+        if ("target", "verify") not in self.coef:
+            return super().target_verify(kv, n)
+        return self._ms("target", "verify", n, kv)
+
+    def draft_round(self, kv: int, n: int) -> float:
+        """Drafting ``n`` tokens of a round as fitted (:func:`fit_rounds`), else a whole draft write."""
+        if ("draft", "round") not in self.coef:
+            return super().draft_round(kv, n)
+        return self._ms("draft", "round", n, kv)
 
 
 def read_calls(path: str | Path) -> pa.Table:

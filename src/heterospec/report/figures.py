@@ -166,13 +166,17 @@ def time_shares(rows):
 
 
 def replay_validation(rows):
-    """The replay against our own measurements: predicted vs measured latency per problem, y = x, MAE."""
+    """The replay against our own measurements: predicted vs measured latency per problem, y = x; MAE, mean bias and
+    (with repeats) the noise floor per trace set and executor."""
     fig, (ax,) = panels(1, width=5, height=4.2, title="Replay validation: predicted vs measured latency")
     for key in dict.fromkeys((r["trace_set"], r["executor"]) for r in rows):
         pts = [r for r in rows if (r["trace_set"], r["executor"]) == key]
         mae = 100 * sum(abs(r["rel_error"]) for r in pts) / len(pts)
+        bias = 100 * sum(r["rel_error"] for r in pts) / len(pts)
+        noise = [r["repeat_spread"] for r in pts if r.get("repeat_spread") is not None]
+        floor = f", noise {100 * sum(noise) / len(noise):.1f} %" if noise else ""
         ax.scatter([r["measured_ms"] for r in pts], [r["predicted_ms"] for r in pts], s=14,
-                   label=f"{key[0]}, {key[1]} (MAE {mae:.1f} %)")
+                   label=f"{key[0]}, {key[1]} (MAE {mae:.1f} %, bias {bias:+.1f} %{floor})")
     top = max(max(r["measured_ms"], r["predicted_ms"]) for r in rows) * 1.05
     ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--", label="y = x")
     ax.set_xlim(0, top)

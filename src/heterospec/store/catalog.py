@@ -143,7 +143,13 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
     "replay_validation_summary": (("replay_validation",), """
         SELECT run, trace_set, executor, system, count(*) AS problems,
                round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
-               round(100 * avg(abs(rel_error)), 2) AS mae_pct
+               round(100 * avg(abs(rel_error)), 2) AS mae_pct,
+               -- signed: positive when the replay predicts too slow (docs/replay.md, validation)
+               round(100 * avg(rel_error), 2) AS mean_bias_pct,
+               -- the spread of the same problems measured twice; NULL without collect.repeats > 1
+               round(100 * avg(repeat_spread), 2) AS noise_floor_pct,
+               -- the job's draft ms per token over all sequential jobs': far from 1, load differed between jobs
+               round(avg(draft_pace), 2) AS draft_pace
         FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
     # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor); the
     # token-level baseline target_sd beside the single models; the collect variants (collect.variants) after BRSD
@@ -339,7 +345,12 @@ def build(db_path: Path, root: Path = Path(".")) -> list[str]:
                 made.append(view)
         for view, (needs, sql) in SUMMARIES.items():
             if all(n in made for n in needs):
-                con.execute(f"CREATE VIEW {view} AS {sql}")
+                try:
+                    con.execute(f"CREATE VIEW {view} AS {sql}")
+                except duckdb.Error as e:   # a column the view reads is missing: a file of an older schema
+                    files = ", ".join(p for n in needs for p in _globs(TABLES[n]))
+                    raise UserError(f"view {view}: {_first_line(e)}; the files it reads ({files}) include one of an "
+                                    f"older schema: rerun the stage that wrote it") from None
                 made.append(view)
     except BaseException:
         con.close()

@@ -5,8 +5,8 @@ speculation).
 A write of ``g`` tokens after ``kv`` in context (:class:`~heterospec.replay.schedules.pipeline.Write`) becomes
 ceil(g / tau) rounds (:class:`~heterospec.replay.system.TokenSpeculation`: ``tau`` tokens out of each round, the
 accepted ones plus the target's own; ``draft_len`` drafted). Round j at context kv_j = kv + j tau: the draft device
-drafts ``draft_len`` tokens (``draft_decode(kv_j, draft_len)``: its first pass also takes in last round's bonus
-token), the link carries them and brings the verdict back, the target verifies them in one pass
+drafts ``draft_len`` tokens (``draft_round(kv_j, draft_len)``, by default ``draft_decode``: its first pass also
+takes in last round's bonus token), the link carries them and brings the verdict back, the target verifies them in one pass
 (``target_verify(kv_j, draft_len + 1)``). The target first reads the context it has not cached, as a plain write does.
 
 The write is two operations: the draft's share on the **draft device**, then the target's share (verify passes and
@@ -35,7 +35,7 @@ def rounds_ms(p, ctx, spec, kv: int, g: int) -> tuple[float, float]:
     draft = target = 0.0
     for j in range(math.ceil(g / tau) if g > 0 else 0):
         kv_j = kv + int(j * tau)
-        draft += p.draft_decode(kv_j, k)
+        draft += p.draft_round(kv_j, k)
         target += p.target_verify(kv_j, k + 1) + ctx.comm(k) + ctx.comm(min(g - int(j * tau), math.ceil(tau)))
     return draft, target
 
