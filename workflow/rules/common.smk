@@ -95,6 +95,8 @@ def collect_inputs(wildcards):
         inputs["quantized_draft"] = str(PATHS.quantized_draft)
     if board != "none":
         inputs["kernel_library"] = str(PATHS.hls_lib(board))
+    if is_variant(CFG, wildcards.algorithm):  # after the timed collects the replay validates: they run alone
+        inputs["after"] = collections(plain=True)
     ds = RESOLVED.dataset(wildcards.dataset)
     if ds.kind != "synthetic":
         inputs["data"] = ds.path
