@@ -24,9 +24,11 @@ def shared_datasets() -> Path:
     return DATASETS
 
 
-def run_cmd(args: list[str], cwd: Path | None = None, env: dict | None = None, timeout: int = 600):
-    """Run a command with the test interpreter's environment; returns CompletedProcess (text)."""
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+def run_cmd(args: list[str], cwd: Path | None = None, env: dict | None = None, timeout: int = 600,
+            base_env: dict | None = None):
+    """Run a command with the test interpreter's environment (or ``base_env``, a copy taken elsewhere: a background
+    thread must not read os.environ while pytest sets PYTEST_CURRENT_TEST in it); returns CompletedProcess (text)."""
+    full_env = {**(os.environ if base_env is None else base_env), "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run(args, cwd=cwd or ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -34,9 +36,10 @@ def heterospec(*args: str, cwd: Path | None = None, env: dict | None = None, tim
     return run_cmd([sys.executable, "-m", "heterospec", *args], cwd=cwd, env=env, timeout=timeout)
 
 
-def snakemake(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 1200):
+def snakemake(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 1200,
+              base_env: dict | None = None):
     return run_cmd([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), *args],
-                   cwd=cwd, env=env, timeout=timeout)
+                   cwd=cwd, env=env, timeout=timeout, base_env=base_env)
 
 
 class DryRuns:
@@ -57,7 +60,8 @@ class DryRuns:
             args = ["-n", *targets, "--directory", tempfile.mkdtemp(dir=self.root), "--config", *config]
             if profile:
                 args = ["--profile", str(ROOT / "workflow" / "profiles" / profile), *args]
-            self.runs[key] = self.pool.submit(snakemake, *args, env=env)
+            # the environment copied here, in the calling thread (the pool's thread runs while tests change it)
+            self.runs[key] = self.pool.submit(snakemake, *args, env=env, base_env=dict(os.environ))
         return self.runs[key]
 
     def __call__(self, *config: str, **kwargs):

@@ -74,8 +74,6 @@ def job_priority(stage):
         return lambda wildcards: {"draft": 100, "prm": 90}.get(wildcards.role, 50)
     if stage in ("collect_shard", "collect_merge"):
         return lambda wildcards: 10 if is_variant(CFG, wildcards.algorithm) else 60
-    if stage == "model_quality":  # needs the PRM, feeds nothing: beside the one-core variant collects, at the end
-        return 5
     return 40
 
 
