@@ -251,6 +251,22 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                   AND a.output = b.output) AS identical_outputs
         FROM accuracy p JOIN accuracy s ON s.run = p.run AND s.dataset = p.dataset AND s.method = 'target_sd'
         WHERE p.method = 'target_only' ORDER BY ALL"""),
+    # BRSD / RSD with token-level speculative target writes (the rsd_sd / brsd_sd collect variants, in the run or in the
+    # runs benchmarks/speculative_identity.py names <run>-sd-<strategy>) against the plain collects of the same problems
+    # under the same executor, measured on this machine: speedup of the mean latency, and identical outputs
+    "speculative_rewrites_speedup": (("collect_problems", "collect_rounds"), """
+        WITH strategy AS (SELECT run, algorithm, any_value(strategy) AS strategy FROM collect_rounds GROUP BY ALL)
+        SELECT p.run, p.dataset, p.algorithm, p.executor, s.run AS sd_run, st.strategy, count(*) AS problems,
+               round(avg(p.latency_s), 4) AS plain_s, round(avg(s.latency_s), 4) AS speculative_s,
+               round(avg(p.latency_s) / avg(s.latency_s), 3) AS speedup,
+               count(*) FILTER (p.output = s.output) AS identical_outputs
+        FROM collect_problems p
+        JOIN collect_problems s ON s.algorithm = p.algorithm || '_sd' AND s.dataset = p.dataset
+         AND s.executor = p.executor AND s.problem_id = p.problem_id
+         AND (s.run = p.run OR starts_with(s.run, p.run || '-sd-'))
+        LEFT JOIN strategy st ON st.run = s.run AND st.algorithm = s.algorithm
+        WHERE p.algorithm IN ('rsd', 'brsd')
+        GROUP BY ALL ORDER BY ALL"""),
     # accuracy against latency per method: accuracy from this run (Table III; BRSD with token-level speculation in its
     # rewrites writes BRSD's outputs under greedy decoding, tests/test_speculative_reasoning.py), latency replayed on
     # the paper's systems (our sequential traces) and measured on this machine (evaluate for the target alone; each
