@@ -167,11 +167,13 @@ def test_results_equal_a_local_run(slurm_run, local_run):
     cluster = slurm_run["workdir"]
     assert slurm_run["rerun"].returncode == 0
     table3 = "SELECT dataset, method, problems, accuracy FROM table3 WHERE run = 'ci' ORDER BY ALL"
-    assert len(query(local_run, table3)) == len(EVAL_METHODS) + len(CI.collect.algorithms) and query(cluster, table3) == query(local_run, table3)
+    assert len(query(local_run, table3)) == len(EVAL_METHODS) + len(CI.collect.algorithms)
+    assert query(cluster, table3) == query(local_run, table3)
     evaluations = "SELECT method, problem_id, prediction, correct, output FROM evaluations WHERE run = 'ci' ORDER BY ALL"
     assert query(cluster, evaluations) == query(local_run, evaluations)
     problems = f"SELECT algorithm, executor, {PROBLEM_COLUMNS} FROM collect_problems WHERE run = 'ci' ORDER BY ALL"
-    assert len(query(local_run, problems)) == 4 * 6 and query(cluster, problems) == query(local_run, problems)
+    assert len(query(local_run, problems)) == len(COLLECTS) * CI.collect.limit
+    assert query(cluster, problems) == query(local_run, problems)
     calls = f"SELECT algorithm, {CALL_COLUMNS} FROM collect_calls WHERE run = 'ci' AND executor = 'sequential' " \
             "ORDER BY algorithm, problem_id, start_ns"
     assert query(cluster, calls) == query(local_run, calls)
