@@ -162,7 +162,8 @@ class JobSizes:
     def _collect_shard(self, dataset: str, algorithm: str, executor: str, shard: str) -> Need:
         c = self.cfg.collect
         # a variant's own keys over its algorithm (no compose: the run's algorithm sizes every algorithm config)
-        alg = variant_settings(self.cfg, algorithm, self.cfg.algorithm).algorithm
+        variant = variant_settings(self.cfg, algorithm, self.cfg.algorithm)
+        alg = variant.algorithm
         n = math.ceil(dataset_problems(self.datasets[dataset], int(c.limit)) / int(c.shards))
         # a problem's reasoning is about an answer long; the target may rewrite all of it, the PRM reads it all
         tokens = min(int(alg.max_steps) * int(alg.max_tokens_per_call), int(self.cfg.eval_max_new_tokens))
@@ -172,7 +173,7 @@ class JobSizes:
         # variant drafting with another implementation (w8a8, a board's kernel) asks for one: its timings are not
         # the replay's, so on a small machine two such collects run side by side
         cores = 2 if len(on_cpu) == 3 else 3
-        if variant_settings(self.cfg, algorithm, self.cfg.algorithm).draft != "model":
+        if variant.draft != "model":
             cores = 1
         processes = 4 if c.processes else 1
         # a target that writes by token-level speculation holds a copy of the draft beside it

@@ -26,11 +26,15 @@ def check_collect(cfg: DictConfig) -> None:
     well-formed; one line otherwise (before any job starts)."""
     known = algorithm_configs()
     for name in cfg.collect.algorithms:
-        if name not in known and name not in cfg.collect.variants:
-            raise UserError(f"collect.algorithms: '{name}' is neither an algorithm config {known} nor a variant "
-                            f"{sorted(cfg.collect.variants)} (collect.variants)")
-        if name in cfg.collect.variants:
-            _check_variant(cfg, name, known)
+        _check_name(cfg, name, known)
+
+
+def _check_name(cfg: DictConfig, name: str, known: list[str]) -> None:
+    if name not in known and name not in cfg.collect.variants:
+        raise UserError(f"collect.algorithms: '{name}' is neither an algorithm config {known} nor a variant "
+                        f"{sorted(cfg.collect.variants)} (collect.variants)")
+    if name in cfg.collect.variants:
+        _check_variant(cfg, name, known)
 
 
 def _check_variant(cfg: DictConfig, name: str, known: list[str]) -> None:
@@ -79,7 +83,7 @@ def variant_config(cfg: DictConfig, overrides: list[str], name: str) -> DictConf
     """The run's config as collect ``name`` sees it: ``algorithm`` composed from its config with the run's overrides
     and the variant's keys; the draft set by the variant (``w8a8``: ``models.draft.quantized``; a board:
     ``collect.draft_kernel``). A plain algorithm config leaves the draft as the run has it."""
-    check_collect(OmegaConf.merge(cfg, {"collect": {"algorithms": [name]}}))
+    _check_name(cfg, name, algorithm_configs())
     base = base_algorithm(cfg, name)
     alg = cfg.algorithm if cfg.algorithm.name == base else compose_config([*overrides, f"algorithm={base}"]).algorithm
     settings = variant_settings(cfg, name, alg)
