@@ -186,6 +186,71 @@ def test_an_lm_stops_at_its_validation_step_error(tmp_path):
         train_role(models, dataset, "prm", tmp_path / "p", log=lambda s: None)
 
 
+def _checks(lines: list[str]) -> list[int]:
+    """The steps at which a training log says a validation check ran."""
+    return [int(line.split("step ")[1].split(":")[0]) for line in lines if "(stops at" in line]
+
+
+def _scripted_stop(monkeypatch, values: list[float], every: int, every_near: int):
+    """Make the draft's validation read ``values``, one per check, against a bar of 0.15 (lower is better)."""
+    import heterospec.models.train as train_mod
+
+    it = iter(values)
+    monkeypatch.setattr(train_mod, "_validator", lambda *a: train_mod.Validation(
+        "scripted error", "validation_step_error", 0.15, lambda model: next(it), lambda v: v <= 0.15, every,
+        every_near))
+
+
+def _weights(path):
+    return load_causal_lm(path).state_dict()
+
+
+@pytest.mark.parametrize("values, kept", [([0.5, 0.05, 0.4, 0.15], 16),    # the replay's third check reaches the bar
+                                          ([0.5, 0.05, 0.16, 0.10], 13)])  # ...its second; the one before is nearer
+def test_a_stop_between_two_checks_is_found_again_densely(tmp_path, monkeypatch, values, kept):
+    """validate_every_near: a check that reaches the bar sends training back to the previous check; the same batches
+    are trained again with denser checks (the same weights come back: a run stopped at that step without any replay
+    is the oracle), and the weights of whichever of the last two checks is nearer the bar are kept."""
+    models, dataset = _cfgs()
+    _scripted_stop(monkeypatch, [0.1], every=kept, every_near=0)   # a straight run to `kept`: its first check stops
+    straight = train_role(models, dataset, "draft", tmp_path / "straight", log=lambda s: None)
+    assert straight["stopped_at"] == kept
+    _scripted_stop(monkeypatch, values, every=10, every_near=3)
+    lines = []
+    m = train_role(models, dataset, "draft", tmp_path / "replayed", log=lines.append)
+    assert _checks(lines) == [10, 20, 13, 16] and any("back to step 10" in line for line in lines)
+    assert (m["stopped_at"], m["steps_trained_twice"]) == (kept, 10)
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "replayed")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_prm_stops_at_its_validation_auroc(trio, tmp_path, monkeypatch):
+    """stop_at_auroc: the PRM is judged on the draft's validation steps every validate_every steps and stops at
+    the first check at or above the bar; an undefined AUROC (the toy draft gets every step wrong) never stops it."""
+    import heterospec.models.quality as quality
+
+    base, _ = trio
+    models, dataset = _cfgs()
+    models.prm.train = OmegaConf.merge(models.prm.train, {"validate_every": 10, "validation_problems": 5,
+                                                          "stop_at_auroc": 0.9})
+    lines = []
+    m = train_role(models, dataset, "prm", tmp_path / "p1", log=lines.append, draft_dir=base / "draft")
+    assert _checks(lines) == [10, 20, 30] and (m["steps"], m["stopped_at"]) == (30, None)
+    seen = []
+
+    def judged(prm, samples, threshold):
+        seen.append(len(samples))
+        return {"auroc": [0.5, 0.95][len(seen) > 1]}
+    monkeypatch.setattr(quality, "prm_on_samples", judged)
+    lines = []
+    m = train_role(models, dataset, "prm", tmp_path / "p2", log=lines.append, draft_dir=base / "draft")
+    assert (m["steps"], m["stopped_at"], m["validation_auroc"]) == (20, 20, 0.95) and seen[0] > 0
+    assert any("stopping at step 20 of 30" in line for line in lines)
+    models.draft.train.stop_at_auroc = 0.9
+    with pytest.raises(UserError, match="only the PRM stops at an AUROC"):
+        train_role(models, dataset, "draft", tmp_path / "d", log=lambda s: None)
+
+
 def test_prm_trains_on_the_drafts_steps_only_after_the_draft(trio, tmp_path):
     base, _ = trio
     models, dataset = _cfgs()

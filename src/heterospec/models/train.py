@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 
+import copy
 import json
 import math
 import os
 import random
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -212,27 +214,84 @@ def _prm_loss(model, batch: dict[str, torch.Tensor], lm_weight: float) -> torch.
     return loss
 
 
-def _validator(role: str, train: Any, gen: Any, tokenizer) -> Callable[[Any], float] | None:
-    """With ``stop_at_step_error``, a check of an LM's greedy step error on validation problems, else None.
+@dataclass
+class Validation:
+    """A measured stop: training ends at the first check whose ``measure`` reaches the bar.
 
-    Where an LM learns the task depends on the seed (it sits near a cliff); stopping at a measured
-    error keeps the draft's quality near the bar on each seed (unless it falls past it between two checks). The validation problems come from their
-    own stream, apart from the training streams and the held-out test set.
+    Checks fall every ``every`` steps. With ``every_near``, a measure that reaches the bar sends training back
+    to the previous check, whose weights and optimiser state were kept, and the same batches are trained again
+    with a check every ``every_near`` steps (training is deterministic, so the replay retraces the same weights);
+    it stops at the first of those checks that reaches the bar and keeps the weights of whichever of that check
+    and the one before sits nearer the bar. A measure that drops steeply (a draft learning the task between two
+    checks) thus stops near the bar, at the cost of one interval trained twice.
     """
-    if float(train.stop_at_step_error) <= 0:
-        return None
-    if role == "prm":
-        raise UserError("models.prm.train.stop_at_step_error: only the draft and the target stop at a step error")
-    stream = training_stream(gen, int(gen.train_seed) * 1000 + 900)
-    at = every_position([next(stream) for _ in range(int(train.validation_problems))])
+    name: str                           # what is measured, for the log ("step error", "AUROC")
+    key: str                            # the manifest's field for the value at the stop
+    bar: float
+    measure: Callable[[Any], float]     # model -> value, in eval mode, no gradients
+    reached: Callable[[float], bool]
+    every: int
+    every_near: int = 0
 
-    def step_error(model) -> float:
+    def check(self, model) -> float:
         model.eval()
         with torch.no_grad():
-            out = sample_steps(model, tokenizer, at)
+            value = self.measure(model)
         model.train()
+        return value
+
+    def nearer(self, a: float, b: float) -> bool:
+        """Whether ``a`` sits nearer the bar than ``b``."""
+        return abs(a - self.bar) < abs(b - self.bar)
+
+
+def _validation_problems(gen: Any, train: Any) -> list[Problem]:
+    """The validation problems: a stream of their own, apart from every training stream and the test set."""
+    stream = training_stream(gen, int(gen.train_seed) * 1000 + 900)
+    return [next(stream) for _ in range(int(train.validation_problems))]
+
+
+def _validator(role: str, train: Any, gen: Any, tokenizer, draft_dir: Path | None) -> Validation | None:
+    """The role's measured stop, or None: an LM's greedy step error (``stop_at_step_error``), the PRM's
+    AUROC on the draft's greedy steps (``stop_at_auroc``), both on the validation problems.
+
+    Where an LM learns the task depends on the seed (it sits near a cliff); stopping at a measured
+    error keeps the draft's quality near the bar on each seed. Likewise the PRM stops once it judges the
+    draft's steps well enough, rather than after a fixed count that suits one seed.
+    """
+    every = int(train.validate_every)
+    if role == "prm":
+        if float(train.stop_at_step_error) > 0:
+            raise UserError("models.prm.train.stop_at_step_error: only the draft and the target stop at a step error "
+                            "(the PRM stops at stop_at_auroc)")
+        bar = float(train.stop_at_auroc)
+        if bar <= 0:
+            return None
+        if draft_dir is None:
+            raise UserError("models.prm.train.stop_at_auroc: the PRM is judged on the draft's steps, so the draft "
+                            "must be trained first")
+        from heterospec.models.loading import load_causal_lm, load_tokenizer
+        from heterospec.models.prm import PRM
+        from heterospec.models.quality import prm_on_samples
+
+        draft = load_causal_lm(Path(draft_dir), role="draft"), load_tokenizer(Path(draft_dir), "draft")
+        samples = sample_steps(*draft, every_position(_validation_problems(gen, train)))
+        protocol = PrmProtocol(tokenizer, STEP)
+        return Validation("AUROC on the draft's validation steps", "validation_auroc", bar,
+                          lambda model: prm_on_samples(PRM(model, protocol), samples, 0.5)["auroc"],
+                          reached=lambda v: v >= bar, every=every)
+    if float(train.stop_at_auroc) > 0:
+        raise UserError(f"models.{role}.train.stop_at_auroc: only the PRM stops at an AUROC")
+    bar = float(train.stop_at_step_error)
+    if bar <= 0:
+        return None
+    at = every_position(_validation_problems(gen, train))
+
+    def step_error(model) -> float:
+        out = sample_steps(model, tokenizer, at)
         return sum(not s.correct for s in out) / len(out)
-    return step_error
+    return Validation("step error on the validation problems", "validation_step_error", bar, step_error,
+                      reached=lambda v: v <= bar, every=every, every_near=int(train.validate_every_near))
 
 
 def _fmt_s(s: float) -> str:
@@ -301,12 +360,18 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     samples = draft_samples(Path(draft_dir), gen, train, log) if role == "prm" and train.prm_draft_samples > 0 else []
     tokens, loss_ema, loss = 0, None, float("nan")
     data = batches(tokenizer, gen, role, train, samples)
-    validate = _validator(role, train, gen, tokenizer)
-    stopped = None
-    done = 0
-    for step in range(train.steps):
-        done = step + 1
-        batch = next(data)
+    validation = _validator(role, train, gen, tokenizer, draft_dir)
+    next_check = validation.every if validation else 0
+    stopped, replayed = None, 0
+    previous = None    # the last check: (step, value, weights), kept at the stop when nearer the bar
+    mark = None        # the last check before any replay: (step, value, weights, optimiser state, tokens, loss ema)
+    since_mark: list[dict] = []   # the batches trained since it, to train again with denser checks
+    replay: list[dict] = []       # batches still to train again
+    step = 0
+    while step < train.steps:
+        batch = replay.pop(0) if replay else next(data)
+        if mark is not None and not replayed:
+            since_mark.append(batch)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, train)
         loss_t = (_prm_loss(model, batch, float(train.prm_lm_weight)) if role == "prm"
@@ -318,19 +383,45 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
         loss = loss_t.item()
         loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
         tokens += int(batch["attention_mask"].sum())
-        if (step + 1) % train.log_every == 0 or step + 1 == train.steps:
+        step += 1
+        if step % train.log_every == 0 or step == train.steps:
             el = time.time() - t0
-            eta = el / (step + 1) * (train.steps - step - 1)
-            log(f"[train {role}] step {step + 1}/{train.steps} loss {loss_ema:.4f} "
+            eta = el / step * (train.steps - step)
+            log(f"[train {role}] step {step}/{train.steps} loss {loss_ema:.4f} "
                 f"{tokens / el:,.0f} tok/s elapsed {_fmt_s(el)} eta {_fmt_s(eta)}")
-        if validate is not None and (step + 1) % int(train.validate_every) == 0:
-            err = validate(model)
-            log(f"[train {role}] step {step + 1}: step error {err:.3f} on the validation problems "
-                f"(stops at {train.stop_at_step_error})")
-            if err <= float(train.stop_at_step_error):
-                stopped = {"stopped_at": step + 1, "validation_step_error": round(err, 4)}
-                log(f"[train {role}] stopping at step {step + 1} of {train.steps} (stop_at_step_error reached)")
-                break
+        if validation is None or step != next_check:
+            continue
+        value = validation.check(model)
+        log(f"[train {role}] step {step}: {validation.name} {value:.3f} (stops at {validation.bar})")
+        if validation.reached(value):
+            if validation.every_near > 0 and not replayed and mark is not None:
+                # it reached the bar somewhere in the last interval: train that interval again, checking densely
+                step, mark_value, weights, opt_state, tokens, loss_ema = mark
+                model.load_state_dict(weights)
+                opt.load_state_dict(opt_state)
+                previous, replay, replayed = (step, mark_value, weights), since_mark, len(since_mark)
+                next_check = step + validation.every_near
+                log(f"[train {role}] back to step {step}: training steps {step + 1}-{step + replayed} again with a "
+                    f"check every {validation.every_near} steps")
+                continue
+            stopped = {"stopped_at": step, validation.key: round(value, 4)}
+            log(f"[train {role}] stopping at step {step} of {train.steps} ({validation.name} reached {validation.bar})")
+            if replayed and previous is not None and validation.nearer(previous[1], value):
+                model.load_state_dict(previous[2])
+                stopped = {"stopped_at": previous[0], validation.key: round(previous[1], 4)}
+                log(f"[train {role}] keeping step {previous[0]}'s weights ({validation.name} {previous[1]:.3f} is "
+                    f"nearer {validation.bar} than {value:.3f})")
+            break
+        if replayed:
+            previous = (step, value, copy.deepcopy(model.state_dict()))
+            next_check = step + validation.every_near
+        else:
+            if validation.every_near > 0:
+                mark = (step, value, copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()), tokens,
+                        loss_ema)
+                since_mark = []
+            next_check = step + validation.every
+    done = step
     wall = time.time() - t0
     metrics = {"role": role, "final_loss": loss_ema, "last_batch_loss": loss, "params": n_params,
                "steps": done, "wall_s": round(wall, 2), "tokens": tokens,
@@ -338,8 +429,10 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
                "tokens_per_s": round(tokens / wall, 1)}
     if samples:
         metrics.update(draft_steps=len(samples), draft_steps_wrong=sum(not s.correct for s in samples))
-    if validate is not None:
+    if validation is not None:
         metrics.update(stopped or {"stopped_at": None})
+        if validation.every_near > 0:
+            metrics["steps_trained_twice"] = replayed
 
     model.eval()
     _save_atomic(out_dir, model, tokenizer, metrics)
