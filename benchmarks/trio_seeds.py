@@ -6,8 +6,8 @@ Each seed runs the workflow's own stage commands in ``--dir`` (draft and target 
 trained draft's steps, as ``snakemake --cores 2`` schedules them), then the quality report and sequential RSD
 and BRSD collects. Per seed it prints accuracy draft / target / RSD / BRSD, the % of steps written by the
 target under RSD and BRSD, the PRM's AUROC, false-reject and miss rate on the draft's own steps, and the trio's
-training wall time (critical path: max(draft + PRM, target)), the steps the draft trained (it stops at its
-``stop_at_step_error``), and the CPU seconds of draft + PRM and of the target (what the wall times would be
+training wall time (critical path: max(draft + PRM, target)), the step whose weights the draft keeps (it stops
+at its ``stop_at_step_error``), and the CPU seconds of draft + PRM and of the target (what the wall times would be
 on free cores). Timings depend on the machine's load; note ``uptime`` beside them.
 """
 from __future__ import annotations
@@ -82,7 +82,7 @@ def one_seed(seed: int, base: Path, overrides: list[str], problems: int, reuse: 
     row = dict(seed=seed, draft=q["draft_accuracy"], target=q["target_accuracy"], auroc=q["prm_auroc"],
                false_reject=100 * q["prm_false_reject"], miss=100 * q["prm_miss"], train_s=train_s,
                train_draft_then_prm_s=t_draft + q["train_s_prm"], auroc_corruptions=q["prm_auroc_corruptions"],
-               draft_steps=cpu["draft"]["steps"], cpu_draft_prm=cpu["draft"]["cpu_s"] + cpu["prm"]["cpu_s"],
+               draft_steps=cpu["draft"].get("stopped_at") or cpu["draft"]["steps"], cpu_draft_prm=cpu["draft"]["cpu_s"] + cpu["prm"]["cpu_s"],
                cpu_target=cpu["target"]["cpu_s"])
     for alg in ("rsd", "brsd"):
         wait(stage(cwd, f"collect_{alg}", "heterospec.collect", "run", "--dataset", "synthetic", "--algorithm", alg,

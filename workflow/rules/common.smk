@@ -16,6 +16,9 @@ from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
 from heterospec.report.tau_sweep import sweep_path
 from heterospec.report.sweep import parse_sweep, sweep_name
+from heterospec import workflow_log
+
+workflow_log.install()  # job blocks with each file list cut to its first files: no log line of thousands of characters
 
 try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra config it names, composed once
     validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))

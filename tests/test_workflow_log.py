@@ -1,0 +1,34 @@
+"""Snakemake's job blocks stay readable in a log: no file list or reason of thousands of characters."""
+import logging
+
+from heterospec.workflow_log import ShortJobLines, shorten_list, shorten_reason
+from test_workflow import plan, plan_call
+
+DRY_RUNS = [plan_call("default")]   # (conftest starts it in the background)
+
+
+def test_a_long_list_keeps_its_first_items_and_counts_the_rest():
+    assert shorten_list(["aaaa", "bbbb", "cccc"], limit=10) == ["aaaa", "bbbb", "... (1 more)"]   # "aaaa, bbbb" is 10
+    assert shorten_list(["aaaa", "bbbb", "cccc"], limit=16) == ["aaaa", "bbbb", "cccc"]            # 16: all fit
+    assert shorten_list(["a" * 30, "b"], limit=10) == ["a" * 30, "... (1 more)"]                    # one always shows
+    reason = "Missing output files: x1, x2, x3, x4; Input files updated by another job: y1, y2, y3, y4"
+    assert shorten_reason(reason, limit=20) == ("Missing output files: x1, x2, x3, ... (1 more); "
+                                                "Input files updated by another job: y1, y2, y3, ... (1 more)")
+    assert shorten_reason("Forced execution", limit=5) == "Forced execution"
+
+
+def test_the_filter_cuts_snakemakes_job_record_only_where_it_is_long():
+    record = logging.LogRecord("snakemake.logging", logging.INFO, "", 0, "job", None, None)
+    record.__dict__.update(input=[f"results/run/t{i}.parquet" for i in range(100)], output=["one.parquet"],
+                           reason="Missing output files: one.parquet", rule_name="figure")
+    assert ShortJobLines().filter(record)
+    assert len(", ".join(record.input)) < 450 and record.input[-1].endswith("more)")
+    assert record.output == ["one.parquet"] and record.reason == "Missing output files: one.parquet"
+
+
+def test_the_default_plan_prints_no_line_over_500_characters(dry_run):
+    r = plan(dry_run, "default")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = (r.stdout + r.stderr).splitlines()
+    assert any(line.startswith("rule collect_shard:") for line in out)   # the job blocks are still there
+    assert max(map(len, out)) <= 500, max(out, key=len)[:300]
