@@ -198,7 +198,7 @@ def _scripted_stop(monkeypatch, values: list[float], every: int, every_near: int
     it = iter(values)
     monkeypatch.setattr(train_mod, "_validator", lambda *a: train_mod.Validation(
         "scripted error", "validation_step_error", 0.15, lambda model: next(it), lambda v: v <= 0.15, every,
-        every_near))
+        every_near, again_below=0.10))
 
 
 def _weights(path):
@@ -222,6 +222,15 @@ def test_a_stop_between_two_checks_is_found_again_densely(tmp_path, monkeypatch,
     assert (m["stopped_at"], m["steps_trained_twice"]) == (kept, 10)
     a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "replayed")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_stop_inside_the_window_is_kept(tmp_path, monkeypatch):
+    """A check that reaches the bar without falling below validate_again_below ends training there: no replay."""
+    models, dataset = _cfgs()
+    _scripted_stop(monkeypatch, [0.5, 0.12], every=10, every_near=3)
+    lines = []
+    m = train_role(models, dataset, "draft", tmp_path / "d", log=lines.append)
+    assert _checks(lines) == [10, 20] and (m["stopped_at"], m["steps_trained_twice"]) == (20, 0)
 
 
 def test_the_prm_stops_at_its_validation_auroc(trio, tmp_path, monkeypatch):

@@ -38,7 +38,8 @@ class TrainConfig:
     length_buckets: int = 1     # draw this many batches at once and group them by length (less padding); 1 = off
     stop_at_step_error: float = 0.0  # draft/target: stop once the greedy step error on validation problems is at or below this; 0 = all steps
     validate_every: int = 50    # steps between those validation checks
-    validate_every_near: int = 0  # draft/target: once a check reaches stop_at_step_error, train the last interval again with a check this often and keep the weights nearest the bar (0 = off): the error can fall through the whole stop window between two checks
+    validate_every_near: int = 0  # draft/target: when a check reaches stop_at_step_error below validate_again_below, train the last interval again with a check this often and keep the weights nearest the bar (0 = off)
+    validate_again_below: float = 0.0  # draft/target, with validate_every_near: a check this far past the bar fell through the window between two checks
     stop_at_auroc: float = 0.0  # PRM only: stop once its AUROC on the draft's greedy steps of validation problems is at or above this (checked every validate_every steps); 0 = all steps
     validation_problems: int = 200  # validation problems (a stream apart from training and the test set)
     prm_neg_frac: float = 0.5   # PRM only: share of training solutions cut at one corrupted step

@@ -218,8 +218,9 @@ def _prm_loss(model, batch: dict[str, torch.Tensor], lm_weight: float) -> torch.
 class Validation:
     """A measured stop: training ends at the first check whose ``measure`` reaches the bar.
 
-    Checks fall every ``every`` steps. With ``every_near``, a measure that reaches the bar sends training back
-    to the previous check, whose weights and optimiser state were kept, and the same batches are trained again
+    Checks fall every ``every`` steps. With ``every_near``, a measure that reaches the bar but lands below
+    ``again_below`` (it fell through the window the bar sets between two checks) sends training back to the
+    previous check, whose weights and optimiser state were kept, and the same batches are trained again
     with a check every ``every_near`` steps (training is deterministic, so the replay retraces the same weights);
     it stops at the first of those checks that reaches the bar and keeps the weights of whichever of that check
     and the one before sits nearer the bar. A measure that drops steeply (a draft learning the task between two
@@ -232,6 +233,7 @@ class Validation:
     reached: Callable[[float], bool]
     every: int
     every_near: int = 0
+    again_below: float = float("-inf")  # with every_near: a check that reaches the bar below this fell through its window
 
     def check(self, model) -> float:
         model.eval()
@@ -291,7 +293,8 @@ def _validator(role: str, train: Any, gen: Any, tokenizer, draft_dir: Path | Non
         out = sample_steps(model, tokenizer, at)
         return sum(not s.correct for s in out) / len(out)
     return Validation("step error on the validation problems", "validation_step_error", bar, step_error,
-                      reached=lambda v: v <= bar, every=every, every_near=int(train.validate_every_near))
+                      reached=lambda v: v <= bar, every=every, every_near=int(train.validate_every_near),
+                      again_below=float(train.validate_again_below))
 
 
 def _fmt_s(s: float) -> str:
@@ -394,7 +397,7 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
         value = validation.check(model)
         log(f"[train {role}] step {step}: {validation.name} {value:.3f} (stops at {validation.bar})")
         if validation.reached(value):
-            if validation.every_near > 0 and not replayed and mark is not None:
+            if validation.every_near > 0 and value < validation.again_below and not replayed and mark is not None:
                 # it reached the bar somewhere in the last interval: train that interval again, checking densely
                 step, mark_value, weights, opt_state, tokens, loss_ema = mark
                 model.load_state_dict(weights)
