@@ -424,10 +424,9 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
                         loss_ema)
                 since_mark = []
             next_check = step + validation.every
-    done = step
     wall = time.time() - t0
     metrics = {"role": role, "final_loss": loss_ema, "last_batch_loss": loss, "params": n_params,
-               "steps": done, "wall_s": round(wall, 2), "tokens": tokens,
+               "steps": step, "wall_s": round(wall, 2), "tokens": tokens,
                "cpu_s": round(time.process_time() - cpu0, 2),   # what the wall time would be on a free core
                "tokens_per_s": round(tokens / wall, 1)}
     if samples:
