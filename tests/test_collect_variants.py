@@ -126,3 +126,21 @@ def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantiz
     assert counts("brsd", "brsd_x") == [("synthetic", "sequential", 3, 3, 3, 2, 3)]
     with pytest.raises(UserError, match="no problems collected by both .*/brsd and .*/zz"):
         counts("brsd", "zz")
+
+
+def test_a_variant_with_another_draft_runs_each_problem_once(trained_models, ci_quantized):
+    """collect.repeats serves the replay's validation, which reads no variant drafted by another implementation:
+    brsd_w8a8 runs each problem once (no repeats rows, one journal entry per problem), brsd keeps its repeats."""
+    from heterospec.collect import run_shard
+    from heterospec.reasoning.traces import TABLES
+    from heterospec.store import read_parquet
+
+    ov = ["experiment=ci", "collect.limit=2", "collect.repeats=2"]
+    cfg, paths = trained_models.run(ov)
+    copy_quantized(ci_quantized, paths)
+    repeats = {}
+    for name in ("brsd", "brsd_w8a8"):
+        out = run_shard(cfg, paths, ov, "synthetic", name, "sequential", "0of1", processes=False)
+        repeats[name] = {r["repeat"] for r in read_parquet(out["repeats"], TABLES["repeats"]).to_pylist()}
+        repeats[name + " journal"] = len(list((out["problems"].parent / "journal").glob("*.json")))
+    assert repeats == {"brsd": {0, 1}, "brsd journal": 4, "brsd_w8a8": set(), "brsd_w8a8 journal": 2}

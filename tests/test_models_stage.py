@@ -77,3 +77,24 @@ def test_the_prm_is_retrained_when_what_it_learns_from_changes():
     assert key(*from_draft) != key(*from_draft, "models.draft.train.steps=5")
     init = "models.prm.train.prm_init_from=target"
     assert key(init) != key(init, "models.target.train.steps=5")
+
+
+def test_a_setting_only_the_other_kind_of_role_reads_keeps_a_model():
+    """An LM's key leaves out the PRM-only training settings (and a PRM's the LM-only ones), so adding or changing
+    one retrains nothing it does not shape; a setting the role reads still changes its key."""
+    from heterospec.config import dataset_config
+    from heterospec.paths import model_key
+
+    def key(role, *overrides):
+        cfg = compose_config(list(overrides))
+        return model_key(cfg, role, dataset_config(cfg, "synthetic", list(overrides)))
+
+    for lm in ("draft", "target"):
+        assert key(lm) == key(lm, f"models.{lm}.train.prm_extra_layers=1", f"models.{lm}.train.prm_neg_frac=0.3",
+                              f"models.{lm}.train.stop_at_auroc=0.9")
+        assert key(lm) != key(lm, f"models.{lm}.train.validate_again_below=0.05")
+    assert key("prm") == key("prm", "models.prm.train.validate_again_below=0.05")
+    assert key("prm") != key("prm", "models.prm.train.prm_extra_layers=1")
+    # the PRM's key holds the draft's settings it learns from, trimmed the same way
+    assert key("prm") == key("prm", "models.draft.train.prm_neg_frac=0.3")
+    assert key("prm") != key("prm", "models.draft.train.validate_again_below=0.05")

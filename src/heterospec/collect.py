@@ -23,7 +23,7 @@ import pyarrow as pa
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS
-from heterospec.config.variants import variant_config
+from heterospec.config.variants import is_variant, variant_config
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.progress import progress
@@ -102,6 +102,13 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     repeats = int(cfg.collect.repeats)
     if repeats < 1:
         raise UserError(f"collect.repeats is {repeats}, expected 1 or more")
+    if is_variant(cfg, algorithm) and cfg.collect.variants[algorithm].draft != "model" and repeats > 1:
+        # another draft implementation's timings stay out of the replay's fit and validation, which is all that
+        # repeats are for: it runs once (the default's kernel and int8 collects would otherwise double)
+        print(f"[collect] {algorithm}: runs each problem once (collect.repeats={repeats} serves the replay's "
+              f"validation, which does not read a variant drafted by {cfg.collect.variants[algorithm].draft})",
+              file=sys.stderr)
+        repeats = 1
     cfg = variant_config(cfg, overrides, algorithm)   # a variant sets algorithm keys and the draft (collect.variants)
     alg = cfg.algorithm
     check_strategy(str(alg.target_decoding), "algorithm.target_decoding", plain=True)   # before anything is read

@@ -38,8 +38,23 @@ def model_key(cfg, role: str, synthetic) -> str:
     for other in ROLES:
         if other not in keyed:
             models.pop(other, None)
+        elif isinstance(models[other].get("train"), dict):
+            models[other]["train"] = _applies_to(other, models[other]["train"])
     text = OmegaConf.to_yaml(OmegaConf.create({"models": models, "task": synthetic.generator}))
     return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+# training settings that shape only one kind of role: an LM's key leaves out the PRM's and the reverse, so a setting
+# added for one kind keeps the other kind's models
+_PRM_ONLY = ("stop_at_auroc",)
+_LM_ONLY = ("stop_at_step_error", "validate_every_near", "validate_again_below")
+
+
+def _applies_to(role: str, train: dict) -> dict:
+    """``role``'s training settings without those that only the other kind of role reads."""
+    if role == "prm":
+        return {k: v for k, v in train.items() if k not in _LM_ONLY}
+    return {k: v for k, v in train.items() if not k.startswith("prm_") and k not in _PRM_ONLY}
 
 
 def model_dir(results: Path, role: str, key: str) -> Path:
