@@ -32,3 +32,21 @@ def test_the_default_plan_prints_no_line_over_500_characters(dry_run):
     out = (r.stdout + r.stderr).splitlines()
     assert any(line.startswith("rule collect_shard:") for line in out)   # the job blocks are still there
     assert max(map(len, out)) <= 500, max(out, key=len)[:300]
+
+
+def test_the_default_plan_starts_the_timed_collects_first_then_the_slowest_variant(dry_run):
+    """Priorities, from the plan's job blocks: the timed collects (the replay validates them alone) before every
+    variant, and among the variants the torch int8 draft (~3 ms a token) before the kernel's, so a short job ends
+    the run."""
+    r = plan(dry_run, "default")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rule, algorithm, priority = None, None, {}
+    for line in (r.stdout + r.stderr).splitlines():
+        if line.startswith("rule "):
+            rule = line.split()[1].rstrip(":")
+        elif rule == "collect_shard" and "wildcards:" in line:
+            algorithm = line.split("algorithm=")[1].split(",")[0]
+        elif rule == "collect_shard" and line.strip().startswith("priority:"):
+            priority.setdefault(algorithm, set()).add(int(line.split(":")[1]))
+    assert set(priority) == {"rsd", "brsd", "brsd_u280", "brsd_w8a8"}, priority
+    assert min(priority["rsd"] | priority["brsd"]) > max(priority["brsd_w8a8"]) > max(priority["brsd_u280"])

@@ -76,8 +76,15 @@ def job_priority(stage):
     if stage == "train_model":
         return lambda wildcards: {"draft": 100, "prm": 90}.get(wildcards.role, 50)
     if stage in ("collect_shard", "collect_merge"):
-        return lambda wildcards: 10 if is_variant(CFG, wildcards.algorithm) else 60
+        return lambda wildcards: variant_priority(wildcards.algorithm) if is_variant(CFG, wildcards.algorithm) else 60
     return 40
+
+
+def variant_priority(name):
+    """The collect variants run after the timed collects, the slowest draft first (the torch int8 reference, about 3 ms
+    a token; then a board's kernel; then the run's own draft), so that the last to finish is a short one."""
+    draft = variant_settings(CFG, name, CFG.algorithm).draft
+    return 10 + {"w8a8": 2, "model": 0}.get(draft, 1)
 
 
 def prm_needs(wildcards):
