@@ -23,7 +23,7 @@ import pyarrow as pa
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS
-from heterospec.config.variants import is_variant, variant_config
+from heterospec.config.variants import own_draft, variant_config
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.progress import progress
@@ -102,7 +102,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
     repeats = int(cfg.collect.repeats)
     if repeats < 1:
         raise UserError(f"collect.repeats is {repeats}, expected 1 or more")
-    if is_variant(cfg, algorithm) and cfg.collect.variants[algorithm].draft != "model" and repeats > 1:
+    if repeats > 1 and not own_draft(cfg, algorithm):
         # another draft implementation's timings stay out of the replay's fit and validation, which is all that
         # repeats are for: it runs once (the default's kernel and int8 collects would otherwise double)
         print(f"[collect] {algorithm}: runs each problem once (collect.repeats={repeats} serves the replay's "

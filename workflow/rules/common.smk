@@ -83,8 +83,7 @@ def job_priority(stage):
 def variant_priority(name):
     """The collect variants run after the timed collects, the slowest draft first (the torch int8 reference, about 3 ms
     a token; then a board's kernel; then the run's own draft), so that the last to finish is a short one."""
-    draft = variant_settings(CFG, name, CFG.algorithm).draft
-    return 10 + {"w8a8": 2, "model": 0}.get(draft, 1)
+    return 10 + {"w8a8": 2, "model": 0}.get(CFG.collect.variants[name].draft, 1)
 
 
 def prm_needs(wildcards):

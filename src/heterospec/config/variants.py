@@ -64,6 +64,12 @@ def is_variant(cfg: DictConfig, name: str) -> bool:
     return name in cfg.collect.variants and name not in algorithm_configs()
 
 
+def own_draft(cfg: DictConfig, name: str) -> bool:
+    """Whether collect ``name`` is drafted by the run's own draft (an algorithm config, or a variant with draft
+    ``model``): only such collects' timings feed the replay's fit and validation."""
+    return not is_variant(cfg, name) or cfg.collect.variants[name].draft == "model"
+
+
 def variant_settings(cfg: DictConfig, name: str, base_algorithm: DictConfig) -> DictConfig:
     """What a collect named ``name`` runs with: ``{algorithm, draft}``, the algorithm being ``base_algorithm`` (the
     composed config the name or its variant names) with the variant's keys set."""

@@ -127,10 +127,10 @@ def plain_traces(cfg: Any, calls: dict, latency: dict, speculative: set[str] = f
     whose target writes speculate (``speculative``: trace sets with rounds, :func:`find_rounds`) with the run's own
     draft, which the replay prices as rounds; a variant with another draft implementation (the W8A8 export, a
     board's kernel) prices its draft's calls otherwise and stays out of the fit and the validation."""
-    from heterospec.config.variants import is_variant
+    from heterospec.config.variants import is_variant, own_draft
 
     def covered(ts: str) -> bool:
-        return not is_variant(cfg, ts) or (ts in speculative and cfg.collect.variants[ts].draft == "model")
+        return not is_variant(cfg, ts) or (ts in speculative and own_draft(cfg, ts))
     return ({k: t for k, t in calls.items() if covered(k[0])}, {k: v for k, v in latency.items() if covered(k[0])})
 
 
