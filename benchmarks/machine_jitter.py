@@ -14,8 +14,8 @@ Per core and kind it prints the median time of one unit, the ratio of its 90th t
 summed into windows of ``--window-ms`` (about one problem of the default run's collects: 90-200 ms), the spread
 of the same work measured twice: the mean over pairs of windows of |a - b| / ((a + b) / 2). That is the
 definition of ``noise_floor_pct`` in ``replay_validation_summary`` (docs/replay.md), applied to work that never
-changes: a collect on this machine at that time cannot show a lower floor, and a replay that prices every problem
-exactly still scores about 0.7 times it against one run. The lag-1 autocorrelation says whether consecutive
+changes: a collect's floor on this machine at that time comes out near it (docs/replay.md, cause 7), and a replay
+that prices every problem exactly still scores about 0.7 times the floor against one run. The lag-1 autocorrelation says whether consecutive
 units ran at the same speed. Nothing else should run meanwhile (the load average is printed before and after).
 """
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main() -> None:
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for kind, s in spreads.items():
         print(f"{kind}: the same {args.window_ms:.0f} ms of work measured twice differs by {100 * min(s):.1f}-"
-              f"{100 * max(s):.1f} % here (replay_validation_summary's noise floor cannot be lower on this machine now)")
+              f"{100 * max(s):.1f} % here (expect replay_validation_summary's noise floor near this now)")
 
 
 if __name__ == "__main__":
