@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 import time
 from typing import Callable
 
 import torch
+
+from heterospec.replay.validate import pair_spread   # the noise floor's formula
 
 
 def matmul_unit() -> Callable[[], None]:
@@ -76,17 +77,6 @@ def timings(unit: Callable[[], None], core: int, seconds: float) -> list[float]:
         unit()
         out.append((time.perf_counter_ns() - t) / 1e6)
     return out
-
-
-def pair_spread(values: list[float], pairs: int = 20000, seed: int = 0) -> float:
-    """Mean |a - b| / ((a + b) / 2) over pairs of values (all pairs, or ``pairs`` drawn when there are more)."""
-    n = len(values)
-    if n * (n - 1) // 2 <= pairs:
-        idx = [(i, j) for i in range(n) for j in range(i + 1, n)]
-    else:
-        rng = random.Random(seed)
-        idx = [tuple(rng.sample(range(n), 2)) for _ in range(pairs)]
-    return statistics.fmean(abs(values[i] - values[j]) / ((values[i] + values[j]) / 2) for i, j in idx)
 
 
 def autocorr(values: list[float], lag: int) -> float:

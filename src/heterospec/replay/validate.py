@@ -229,12 +229,13 @@ def repeat_spread(rows: list[dict]) -> dict[tuple, float]:
     for r in rows:
         if r["role"] == "controller":
             runs[(r["dataset"], r["problem_id"])].append(r["end_ns"] / 1e6)
-    out = {}
-    for key, ms in sorted(runs.items()):
-        pairs = [(a, b) for i, a in enumerate(ms) for b in ms[i + 1:]]
-        if pairs:
-            out[key] = sum(abs(a - b) / ((a + b) / 2) for a, b in pairs) / len(pairs)
-    return out
+    return {key: pair_spread(ms) for key, ms in sorted(runs.items()) if len(ms) > 1}
+
+
+def pair_spread(values: list[float]) -> float:
+    """The mean, over every pair of ``values`` (two or more measurements of the same work), of |a - b| / ((a + b) / 2)."""
+    pairs = [(a, b) for i, a in enumerate(values) for b in values[i + 1:]]
+    return sum(abs(a - b) / ((a + b) / 2) for a, b in pairs) / len(pairs)
 
 
 def draft_pace(calls: dict) -> dict[tuple, float]:
