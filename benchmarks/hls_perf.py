@@ -16,7 +16,7 @@ from heterospec.config import compose_config, run_dir
 from heterospec.config.hardware import System, device
 from heterospec.hls.perf import Arch, Design, migration_ms, port_rate, roofline_ms
 from heterospec.hls.published import flightllm_check, platform_check
-from heterospec.hls.report import print_breakdown, print_perf, print_resources
+from heterospec.hls.printout import print_breakdown, print_perf, print_resources
 from heterospec.hls.tables import model_tables
 from heterospec.paths import RunPaths
 

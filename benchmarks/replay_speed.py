@@ -20,7 +20,7 @@ from pathlib import Path
 
 from heterospec.replay.grid import simulate
 
-from heterospec.replay.problem import Problem, problems_from_steps
+from heterospec.replay.problem import TracedProblem, problems_from_steps
 
 from heterospec.replay.system import PREFETCH_OUTCOMES, SystemParams
 
@@ -37,11 +37,11 @@ def systems():
             sp("hetero_v80", "fpga", 120.0, 60.0)]
 
 
-def synthetic(n: int, seed: int = 0) -> list[Problem]:
+def synthetic(n: int, seed: int = 0) -> list[TracedProblem]:
     rng = random.Random(seed)
     out = []
     for k in range(n):
-        p = Problem("synthetic", str(k), rng.randint(50, 200), [], [], [], [], [], [])
+        p = TracedProblem("synthetic", str(k), rng.randint(50, 200), [], [], [], [], [], [])
         kv = 0
         for _ in range(rng.randint(3, 20)):
             o = rng.choices(["accept", "rescue", "backtrack"], [0.76, 0.21, 0.03])[0]

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 
 from heterospec.replay.measured import MeasuredProfile, read_fit
 from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
-from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
+from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
 from heterospec.replay.validate import find_rounds
-from heterospec.tables import format_table
+from heterospec.text_table import format_table
 
 
 def main(run: Path, dfvg_run: Path) -> None:
@@ -51,7 +51,7 @@ def main(run: Path, dfvg_run: Path) -> None:
             g = sum(r["accepted"] + 1 for r in rs)
             k = max(1, round(sum(r["drafted"] for r in rs) / len(rs)))
             # this generation's own tau: ceil(g / tau) is its recorded number of rounds (nudged above float error)
-            spec = TokenSpeculation(min(k + 1.0, g / len(rs) * (1 + 1e-9)), k)
+            spec = SpeculationParams(min(k + 1.0, g / len(rs) * (1 + 1e-9)), k)
             d, t = rounds_ms(prof, ctx, spec, rs[0]["kv_target"], g)
             m = sum(r["draft_ms"] + r["verify_ms"] for r in rs)
             errs.append((d + t - m) / m)

@@ -18,7 +18,7 @@ from heterospec import stage
 from heterospec.config import compose_config
 from heterospec.paths import DUCKDB_FILE, RunPaths
 from heterospec.speculative.strategies import STRATEGIES
-from heterospec.tables import format_table
+from heterospec.text_table import format_table
 
 
 def main(argv: list[str]) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from heterospec import stage
 from heterospec.config import compose_config
 from heterospec.evaluate import evaluate
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.paths import ROLES, RunPaths
 from heterospec.reasoning.session import Session
 from heterospec.speculative.strategies import STRATEGIES

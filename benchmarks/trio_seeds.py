@@ -50,7 +50,7 @@ def trained(cwd: Path, role: str, ov: list[str]) -> bool:
 
 
 def manifest(cwd: Path, role: str, ov: list[str]) -> dict:
-    from heterospec.models.manifest import read_manifest
+    from heterospec.models.role_manifest import read_manifest
 
     return read_manifest(manifest_path(cwd, role, ov))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from heterospec.tables import format_table
+from heterospec.text_table import format_table
 
 
 def show(sql: str) -> None:

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from conftest import heterospec, run_cmd, snakemake
-from heterospec.artifacts import damage, digest_files, portable, problems, resolve
+from heterospec.manifests import damage, digest_files, portable, problems, resolve
 from heterospec.errors import UserError
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.paths import ROLES, RunPaths
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from conftest import heterospec
-from heterospec.reasoning.traces import PROBLEMS_SCHEMA
+from heterospec.reasoning.collect_schemas import PROBLEMS_SCHEMA
 from heterospec.report.sweep import write_points
 from heterospec.store import write_parquet
 from heterospec.store.catalog import build

@@ -1,4 +1,4 @@
-"""Collect variants (collect.variants, heterospec.config.variants): a name in collect.algorithms that is an algorithm
+"""Collect variants (collect.variants, heterospec.config.collect_variants): a name in collect.algorithms that is an algorithm
 config with some keys set and a draft implementation. The collect of a variant runs what its name says (its rows
 carry the name; a speculating target writes rounds; a kernel draft's calls say so) and, under greedy decoding,
 reasons like the algorithm it varies; its digest moves with its own settings only; a bad variant is one line."""
@@ -13,7 +13,7 @@ from omegaconf import OmegaConf, open_dict
 from conftest import copy_quantized
 from heterospec.config import compose_config
 from heterospec.config.digest import ResolvedRun
-from heterospec.config.variants import check_collect, variant_config
+from heterospec.config.collect_variants import check_collect, variant_config
 from heterospec.errors import UserError
 
 OVERRIDES = ["experiment=default"]
@@ -79,7 +79,7 @@ def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantiz
     variant's name. `heterospec collect compare` counts them alike, and counts a changed PRM reward."""
     from heterospec.collect import merge, run_shard
     from heterospec.hls import stage as hls
-    from heterospec.reasoning.traces import TABLES
+    from heterospec.reasoning.collect_schemas import TABLES
     from heterospec.store import read_parquet
 
     ov = ["experiment=ci", "collect.limit=3"]
@@ -132,7 +132,7 @@ def test_a_variant_with_another_draft_runs_each_problem_once(trained_models, ci_
     """collect.repeats serves the replay's validation, which reads no variant drafted by another implementation:
     brsd_w8a8 runs each problem once (no repeats rows, one journal entry per problem), brsd keeps its repeats."""
     from heterospec.collect import run_shard
-    from heterospec.reasoning.traces import TABLES
+    from heterospec.reasoning.collect_schemas import TABLES
     from heterospec.store import read_parquet
 
     ov = ["experiment=ci", "collect.limit=2", "collect.repeats=2"]

@@ -15,17 +15,17 @@ from scipy.stats import chisquare
 from conftest import heterospec
 from heterospec.config import compose_config
 from heterospec.speculative.drafter import Plan
-from heterospec.dfvg.engine import target_greedy
+from heterospec.dfvg.baselines import target_greedy
 from heterospec.speculative.decoder import SpeculativeDecoder, check_tokenizers, load_pair
-from heterospec.speculative.lean import LeanDecoder
+from heterospec.speculative.lean_decoder import LeanDecoder
 from heterospec.dfvg.methods import prompts, strategy
 from heterospec.dfvg.stage import collect, replay_run
 from heterospec.speculative.strategies import STRATEGIES, Feedback, HfHeuristic, Tree
-from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
 from heterospec.speculative.tree import DraftTree
 from heterospec.speculative.verify import Verifier
 from heterospec.errors import UserError
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet
 from heterospec.store.catalog import build, query

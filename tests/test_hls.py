@@ -214,7 +214,7 @@ def test_unknown_board_for_codegen_is_one_line(tmp_path):
 
 
 def test_buys_prices_each_design_point_from_its_own_table():
-    from heterospec.dfvg.buys import _shift, perf_table
+    from heterospec.dfvg.faster_draft import _shift, perf_table
     new, old = perf_table(["experiment=ci"], "default"), perf_table(["experiment=ci"], "serial_u280")
     assert set(new["design"].to_pylist()) == {"default"} and set(old["design"].to_pylist()) == {"serial_u280"}
     assert sum(new["ms_per_token"].to_pylist()) < sum(old["ms_per_token"].to_pylist()) / 3
@@ -225,7 +225,7 @@ def test_buys_prices_each_design_point_from_its_own_table():
 
 def test_hls_and_replay_read_one_published_shape():
     """The HLS model's reference shape is the replay's published shape (heterospec.shapes), not a second copy."""
-    from heterospec.replay.shapes import model_shape
+    from heterospec.replay.role_shapes import model_shape
     arch = Arch.published("Qwen2.5-0.5B-Instruct")
     hub = model_shape("draft", compose_config(["models=config1"]).models.draft)    # the paper's draft by its hub id
     assert (arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.intermediate, arch.vocab) == \

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import copy_quantized
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.hls import stage as hls
@@ -169,7 +169,7 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
     """collect.draft_kernel=u280: the collect stage builds the recipe, the draft's worker process loads the
     library; the shard's problems and KVMU tables equal those of the torch int8 draft in-process."""
     from heterospec.collect import run_shard
-    from heterospec.reasoning.traces import TABLES
+    from heterospec.reasoning.collect_schemas import TABLES
     from heterospec.store import read_parquet
     _, paths, *_ = kernel
     ov = brsd[3] + ["collect.limit=3"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from heterospec.reasoning.kvcache import ACCEPT, INIT, KVMU, ROLLBACK, SPECULATION, PrefixCache, common_prefix
+from heterospec.models.prefix_cache import PrefixCache, common_prefix
+from heterospec.reasoning.kvcache import ACCEPT, INIT, KVMU, ROLLBACK, SPECULATION
 from heterospec.reasoning.roles import StepWriter
 
 

@@ -10,11 +10,12 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Lowest first. A top-level module or subpackage of heterospec belongs to exactly one layer.
 LAYERS = [
-    {"heterospec", "config", "errors", "paths", "store", "grading", "tables", "stage", "artifacts",
+    {"heterospec", "config", "errors", "paths", "store", "grading", "text_table", "stage", "manifests",
      "progress", "workflow_log"},  # leaves and shared plumbing
     {"ids", "precision", "shapes"},  # board and model ids; bytes per precision; published model shapes
-    {"models", "tasks"},           # the trio; the synthetic task and benchmarks
-    {"reasoning", "quantize", "speculative"},  # the RSD/BRSD engine; W8A8; token-level speculative decoding
+    {"models", "tasks"},           # the trio and how one model decodes; the synthetic task and benchmarks
+    {"speculative", "quantize"},   # token-level speculative decoding; W8A8
+    {"reasoning"},                 # the RSD/BRSD engine (its target may write with token-level speculation)
     {"collect", "hls", "evaluate"},  # real runs of the engine; the accelerator build; single-model decoding
     {"replay", "dfvg"},            # simulation; token-level decoding
     {"report", "aggregate"},       # figures and the catalogue, from stage outputs only

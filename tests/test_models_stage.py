@@ -8,7 +8,7 @@ import sys
 from conftest import run_cmd
 from heterospec.config import compose_config
 from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.models.stage import prepare_role
 from heterospec.paths import ROLES
 

@@ -7,7 +7,7 @@ from transformers import Qwen2Config, Qwen2ForTokenClassification
 from heterospec.errors import UserError
 from heterospec.models.prm import PRM, PrmProtocol, QwenMathProtocol, StepScorer, protocol_for
 from heterospec.models.tokenizer import STEP, build_tokenizer
-from heterospec.reasoning.kvcache import PrefixCache
+from heterospec.models.prefix_cache import PrefixCache
 from heterospec.reasoning.roles import Call
 
 QUESTION = "a=3,b=5,c=a+b,d=c-a. Find d."

@@ -8,7 +8,7 @@ from transformers import AutoModelForTokenClassification
 from heterospec.config import compose_config
 from heterospec.config.schema import DatasetConfig, GeneratorConfig, ModelsConfig
 from heterospec.models.loading import load_prm, load_tokenizer
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.models.quality import prm_auroc
 from heterospec.models.stage import prepare_role
 from heterospec.models.train import train_role

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from conftest import heterospec
-from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA as DFVG_REPLAY_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, REPLAY_SCHEMA as DFVG_REPLAY_SCHEMA, ROUNDS_SCHEMA
 from heterospec.errors import UserError
 from heterospec.evaluate import EVALUATION_SCHEMA
 from heterospec.hls.perf_table import PERF_SCHEMA
 from heterospec.hls.stage import CSIM_SCHEMA, KVMU_SCHEMA as KVMU_SYNTH_SCHEMA
 from heterospec.hls.tables import BREAKDOWN_SCHEMA, RESOURCES_SCHEMA
-from heterospec.models.report import QUALITY_SCHEMA as MODEL_QUALITY_SCHEMA
-from heterospec.quantize.report import QUALITY_SCHEMA as QUANTIZE_QUALITY_SCHEMA
-from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
+from heterospec.models.quality_report import QUALITY_SCHEMA as MODEL_QUALITY_SCHEMA
+from heterospec.quantize.quality import QUALITY_SCHEMA as QUANTIZE_QUALITY_SCHEMA
+from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
 from heterospec.replay.artifact import REPLAY_SCHEMA as ARTIFACT_SCHEMA
 from heterospec.replay.measured import FIT_SCHEMA
 from heterospec.replay.metrics import RESULTS_SCHEMA

@@ -12,11 +12,11 @@ from conftest import copy_quantized, run_cmd
 from heterospec.collect import merge, run_shard, shard_range
 from heterospec.config import compose_config
 from heterospec.errors import UserError
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.paths import ROLES
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
-from heterospec.reasoning.traces import TABLES
+from heterospec.reasoning.collect_schemas import TABLES
 from heterospec.replay.steps import steps_from_calls
 from heterospec.replay.validate import find_traces
 from heterospec.store import read_parquet

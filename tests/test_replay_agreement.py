@@ -16,7 +16,7 @@ from heterospec.config.hardware import System
 from heterospec.replay.artifact import DEFAULT_PROFILE, replay_table
 from heterospec.replay.des import simulate_problem
 from heterospec.replay.grid import simulate
-from heterospec.replay.problem import Problem, problems_from_steps
+from heterospec.replay.problem import TracedProblem, problems_from_steps
 from heterospec.replay.system import Ctx, SystemParams
 from heterospec.replay.importer import import_traces
 from heterospec.replay.profiles import get_profile
@@ -140,7 +140,7 @@ def test_v11_backtracks_differ_only_by_the_rolled_back_context(doc, u280):
 
 
 # ----------------------------------------------------------------------------- partial reuse
-def _bt_problem(step4: str) -> Problem:
+def _bt_problem(step4: str) -> TracedProblem:
     """s0 accepted; r1 rescues; s2 accepted (its stopped prefetch at context [s0, r1], 80 tokens); a backtrack drops
     r1 and s2 and the target writes t3 (context [s0, t3], also 80 tokens); step 4 (``step4``); then a backtrack
     back to [s0, t3], whose rewrite may resume only a prefetch made in that context."""
@@ -152,7 +152,7 @@ def _bt_problem(step4: str) -> Problem:
     path = [50, 80, 140, 80, 140 if step4 == "accept" else 100, 125]
     if step4 == "rescue":
         kvv[5] = 100
-    return Problem("s", "p", 0, outs, d, t, kvv, kvt, path)
+    return TracedProblem("s", "p", 0, outs, d, t, kvv, kvt, path)
 
 
 def _last_rewrite_ms(prob, u280) -> float:
@@ -176,7 +176,7 @@ def test_a_deeper_look_ahead_is_a_named_option(u280):
     from omegaconf import OmegaConf
     from heterospec.config import group_entry
     kv = [1000 + 5 * j for j in range(6)]   # short drafts after a long context: the PRM is the bottleneck
-    prob = Problem("s", "p", 0, ["accept"] * 6, [5] * 6, [0] * 6, kv, kv, [k + 5 for k in kv])
+    prob = TracedProblem("s", "p", 0, ["accept"] * 6, [5] * 6, [0] * 6, kv, kv, [k + 5 for k in kv])
     ctx = Ctx(get_profile("paper_v12", system=u280), SystemParams.of(u280))
     base = group_entry("schedule", "hetero")
     draft_ends = {}

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from heterospec.errors import UserError
 from heterospec.replay.grid import simulate
 from heterospec.replay.metrics import RESULTS_SCHEMA
-from heterospec.replay.problem import Problem, problems_from_steps
+from heterospec.replay.problem import TracedProblem, problems_from_steps
 from heterospec.replay.des import simulate_problem
 from heterospec.replay.engines import FastEngine, run_fast
 from heterospec.replay.system import Ctx, SystemParams
@@ -37,7 +37,7 @@ def problems(draw):
     n = draw(st.integers(1, 10))
     prompt = draw(st.integers(0, 300))
     kv = 0
-    p = Problem("synthetic", "p", prompt, [], [], [], [], [], [])
+    p = TracedProblem("synthetic", "p", prompt, [], [], [], [], [], [])
     for _ in range(n):
         out = draw(st.sampled_from(["accept", "accept", "rescue", "backtrack"]))
         d = draw(st.integers(0 if out == "backtrack" else 1, 150))
@@ -153,7 +153,7 @@ class PrefixCached(LatencyProfile):
 
 def _cached_problem():
     # accept 10; reject 8 -> target 12; accept 9; reject 7 -> failed rescue 5, backtrack to 22 -> target 6
-    return Problem("s", "p", 0, ["accept", "rescue", "accept", "backtrack"], [10, 8, 9, 7], [0, 12, 0, 6],
+    return TracedProblem("s", "p", 0, ["accept", "rescue", "accept", "backtrack"], [10, 8, 9, 7], [0, 12, 0, 6],
                    [0, 10, 22, 31], [0, 10, 22, 22], [10, 22, 31, 28], r=[0, 0, 0, 5])
 
 
@@ -195,7 +195,7 @@ def test_simpy_and_fast_engines_agree(prob, sched, cached, shared):
 
 
 def test_energy_is_power_times_time():
-    prob = Problem("s", "p", 0, ["accept"], [10], [0], [0], [0], [10])
+    prob = TracedProblem("s", "p", 0, ["accept"], [10], [0], [0], [0], [10])
     m, ops = simulate_problem(prob, "sequential", CTX)
     lat = m["latency_ms"]
     busy_d = sum(o.end - o.start for o in ops if o.res == "draft")
@@ -208,7 +208,7 @@ def test_registry_errors_and_table():
         get_schedule("nope")
     with pytest.raises(UserError, match="unknown schedule"):
         simulate([], [system()], ["nope"])
-    prob = Problem("s", "p", 5, ["accept"], [10], [0], [0], [0], [10])
+    prob = TracedProblem("s", "p", 5, ["accept"], [10], [0], [0], [0], [10])
     with pytest.raises(UserError, match="unknown simulation engine"):
         simulate([prob], [system()], ["sequential"], engine="warp")
     assert set(SCHEDULES) <= set(schedule_names())
@@ -276,7 +276,7 @@ def test_engines_agree_when_a_cached_prefetch_outlives_its_verify():
     # found by hypothesis: the uncut prefill of step 1's prefetch outlives its verify, and step 2's verify, issued
     # after it, pauses it (the target runs at a lower priority on the PRM's core: starved while the PRM runs,
     # whenever the PRM's operation was issued). A single in-order pass let it run through, ending 14.6 ms early.
-    prob = Problem("synthetic", "p", 0, ["accept"] * 3, [1, 1, 1], [0, 0, 0], [0, 1, 2], [0, 1, 2], [1, 2, 3])
+    prob = TracedProblem("synthetic", "p", 0, ["accept"] * 3, [1, 1, 1], [0, 0, 0], [0, 1, 2], [0, 1, 2], [1, 2, 3])
     sysp = replace(system(), yields_to={"target": "prm"})
     _, ops_a = simulate_problem(prob, "step_ahead", Ctx(PrefixCached(), sysp), "fast")
     _, ops_b = simulate_problem(prob, "step_ahead", Ctx(PrefixCached(), sysp), "simpy")

@@ -13,7 +13,7 @@ from heterospec.errors import UserError
 from heterospec.replay.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.roofline import Roofline
-from heterospec.replay.shapes import PUBLISHED
+from heterospec.replay.role_shapes import PUBLISHED
 from heterospec.replay.steps import CALLS_SCHEMA
 
 

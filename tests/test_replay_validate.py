@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from heterospec.errors import UserError
 from heterospec.replay.des import simulate_problem
 from heterospec.replay.engines import FastEngine, SimpyEngine
-from heterospec.replay.problem import Problem
+from heterospec.replay.problem import TracedProblem
 from heterospec.replay.system import Ctx, SystemParams
 from heterospec.replay.measured import MeasuredProfile, features, fit_calls, fit_overheads, lad
 from heterospec.replay.profiles import get_profile
@@ -57,7 +57,7 @@ def test_bad_yields_to():
 @st.composite
 def problems(draw):
     n, kv = draw(st.integers(1, 8)), 0
-    p = Problem("s", "p", draw(st.integers(0, 50)), [], [], [], [], [], [], scored=[], r=[])
+    p = TracedProblem("s", "p", draw(st.integers(0, 50)), [], [], [], [], [], [], scored=[], r=[])
     for _ in range(n):
         out = draw(st.sampled_from(["accept", "accept", "rescue", "backtrack"]))
         d = draw(st.integers(1, 20))
@@ -89,11 +89,11 @@ def test_engines_agree_with_yielding(prob):
 def test_rsd_rescue_unscored_and_brsd_failed_rescue_paid():
     p12 = get_profile("paper_v12")
     ctx = Ctx(p12, cpu3({}))
-    base = Problem("s", "p", 0, ["accept", "rescue"], [10, 10], [0, 12], [0, 10], [0, 10], [10, 22])
+    base = TracedProblem("s", "p", 0, ["accept", "rescue"], [10, 10], [0, 12], [0, 10], [0, 10], [10, 22])
     scored = simulate_problem(base, "sequential", ctx)[0]["latency_ms"]
     rsd = simulate_problem(replace(base, scored=[True, False]), "sequential", ctx)[0]["latency_ms"]
     assert scored - rsd == pytest.approx(p12.prm_score(22) + ctx.comm(12) - ctx.comm(12), rel=1e-9)
-    bt = Problem("s", "p", 0, ["accept", "backtrack"], [10, 10], [0, 12], [0, 10], [0, 0], [10, 12])
+    bt = TracedProblem("s", "p", 0, ["accept", "backtrack"], [10, 10], [0, 12], [0, 10], [0, 0], [10, 12])
     plain = simulate_problem(bt, "sequential", ctx)[0]["latency_ms"]
     failed = simulate_problem(replace(bt, r=[0, 7]), "sequential", ctx)[0]["latency_ms"]
     assert failed - plain == pytest.approx(p12.target(10, 7) + ctx.comm(7) + p12.prm_score(17), rel=1e-9)
@@ -165,7 +165,7 @@ def test_overheads_and_whole_writes():
     assert prof.draft_decode(40, 12) == pytest.approx(0.3 + 1.1 + 12.0)    # dispatch + 1-token feed + decode
     assert prof.draft_prefill(40, 5) == pytest.approx(0.5)                  # the extra feed, merged into a write
     assert prof.prm_score(50) == pytest.approx(0.4 + 2.0)
-    prob = Problem("s", "p", 0, ["accept"], [12], [0], [0], [0], [12])
+    prob = TracedProblem("s", "p", 0, ["accept"], [12], [0], [0], [0], [12])
     m = simulate_problem(prob, "sequential", Ctx(prof, cpu3({})))[0]
     assert m["latency_ms"] == pytest.approx(prof.draft_decode(0, 12) + Ctx(prof, cpu3({})).comm(12) +
                                             prof.prm_score(12) + 1.2)
@@ -297,7 +297,7 @@ def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_f
     round beyond them, which the verify pass carries. A speculative set's target decodes (here 100 ms each) do not
     reach the plain target decode fit."""
     from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
-    from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
+    from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
     from heterospec.replay.validate import fit_table
     rounds = [_round("a", k, 1, drafted=d, nodes=d, kv=kv, draft_ms=0.5 + 0.2 * d, verify_ms=1 + 0.1 * (d + 1))
               for k, (d, kv) in enumerate((d, kv) for d in (2, 3, 4, 5) for kv in (10, 30, 60))]
@@ -322,7 +322,7 @@ def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_f
     assert (prof.draft_round(50, 4), prof.target_verify(50, 5)) == pytest.approx((1.3, 1.8))
     # a write of 7 tokens at tau 3: 3 rounds, each drafting 4 (1.3 ms) and verifying 5 (1.8 ms), no link cost
     ctx = Ctx(prof, SystemParams("s", {}, {}, {}, float("inf"), 0.0))
-    assert rounds_ms(prof, ctx, TokenSpeculation(3.0, 4), 50, 7) == pytest.approx((3 * 1.3, 3 * 1.8))
+    assert rounds_ms(prof, ctx, SpeculationParams(3.0, 4), 50, 7) == pytest.approx((3 * 1.3, 3 * 1.8))
 
 
 def test_a_validation_file_of_the_older_schema_is_one_line_naming_it(tmp_path):

@@ -7,7 +7,7 @@ from heterospec.collect import merge, run_shard
 from heterospec.replay import grid
 from heterospec.replay.grid import simulate
 from heterospec.config import compose_config
-from heterospec.reasoning.traces import TABLES
+from heterospec.reasoning.collect_schemas import TABLES
 from heterospec.replay.measured import read_fit
 from heterospec.store import read_parquet
 

@@ -16,10 +16,10 @@ from heterospec.config import CONF_DIR, compose_config
 from heterospec.config.hardware import System
 from heterospec.errors import UserError
 from heterospec.replay.des import simulate_problem
-from heterospec.replay.problem import Problem
+from heterospec.replay.problem import TracedProblem
 from heterospec.replay.profiles import get_profile
 from heterospec.replay.schedules import Schedule, get_schedule, schedule_names
-from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
+from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
 
 SYNC_PENALTY = '''"""A test mechanism: the draft's ingest of a target step takes ``sync_penalty_ms`` longer."""
 from heterospec.replay.schedules.mechanisms import mechanism
@@ -40,24 +40,24 @@ def u280():
 
 def ctx(system, recorded=None) -> Ctx:
     return Ctx(get_profile("paper_v12", system=system), SystemParams.of(system), recorded,
-               TokenSpeculation(tau=3.0, draft_len=5))
+               SpeculationParams(tau=3.0, draft_len=5))
 
 
 def roofline_ctx(system) -> Ctx:
     """Datasheet prices with prefix caches: every operation costs something (the paper profiles price the draft's
     ingest of a target step at 0, so shadow synchronisation cannot show there)."""
     prof = get_profile("roofline", system=system, models=compose_config([]).models, checkpoints=None)
-    return Ctx(prof, SystemParams.of(system), speculation=TokenSpeculation(tau=3.0, draft_len=5))
+    return Ctx(prof, SystemParams.of(system), speculation=SpeculationParams(tau=3.0, draft_len=5))
 
 
-def problems() -> list[Problem]:
+def problems() -> list[TracedProblem]:
     """A prompt, accepts, rescues (one rejected, as BRSD records it) and a backtrack to an earlier step."""
     def prob(name, outs, d, t, kvv, kvt, r=None):
         path, kv = [], 0
         for o, dd, tt, k in zip(outs, d, t, kvt):
             kv = k + (dd if o == "accept" else tt)
             path.append(kv)
-        return Problem("s", name, 1500, outs, d, t, kvv, kvt, path, r=r)
+        return TracedProblem("s", name, 1500, outs, d, t, kvv, kvt, path, r=r)
     return [prob("rescue", ["accept", "rescue", "accept", "accept"], [40, 30, 50, 20], [0, 60, 0, 0],
                  [0, 40, 100, 150], [0, 40, 100, 150]),
             # a long target step: on the U280 the draft's ingest of it outlasts the PRM's score (roofline)
@@ -130,7 +130,7 @@ def test_every_key_changes_results_or_is_refused(name, u280):
     if base.get("draft_pipeline", False):   # short drafts (the PRM the bottleneck) before a long one: a deeper look-ahead starts it
         d = [5, 5, 5, 5, 100, 5]                 # earlier
         kv = [1000 + sum(d[:j]) for j in range(6)]
-        prob = Problem("s", "p", 0, ["accept"] * 6, d, [0] * 6, kv, kv, [k + n for k, n in zip(kv, d)])
+        prob = TracedProblem("s", "p", 0, ["accept"] * 6, d, [0] * 6, kv, kv, [k + n for k, n in zip(kv, d)])
         lat = [simulate_problem(prob, OmegaConf.merge(base, {"draft_lookahead": k}), ctx(u280))[0]["latency_ms"]
                for k in (1, 3)]
         assert lat[1] < lat[0] - 100

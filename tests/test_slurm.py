@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT, heterospec, run_cmd, snakemake
 from heterospec.config import compose_config
-from heterospec.config.variants import executors as collect_executors
+from heterospec.config.collect_variants import executors as collect_executors
 from heterospec.paths import EVAL_METHODS
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.evaluate import EVALUATION_SCHEMA, evaluate
 from heterospec.reasoning.session import Session
-from heterospec.reasoning.traces import TABLES
+from heterospec.reasoning.collect_schemas import TABLES
 from heterospec.speculative.strategies import STRATEGIES
 from heterospec.store import read_parquet
 from heterospec.store.catalog import build, query

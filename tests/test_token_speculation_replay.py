@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from heterospec.errors import UserError
 from heterospec.replay.des import simulate_problem
 from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.problem import Problem
+from heterospec.replay.problem import TracedProblem
 from heterospec.replay.profiles import get_profile
-from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
+from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
 from test_replay_des import problems, system
 
-SPEC = TokenSpeculation(tau=2.5, draft_len=4)
+SPEC = SpeculationParams(tau=2.5, draft_len=4)
 
 
 class Round(LatencyProfile):
@@ -44,9 +44,9 @@ FREE_LINK = SystemParams("s", {"draft": 1.0, "prm": 1.0, "target": 1.0}, {"draft
                          {"draft": "fpga", "prm": "gpu", "target": "gpu"}, math.inf, 0.0)
 
 
-def rescue_then_accept() -> Problem:
+def rescue_then_accept() -> TracedProblem:
     """Step 0: the draft writes 5 tokens, rejected; the target writes 6. Step 1: the draft writes 3, accepted."""
-    return Problem("d", "p", 0, ["rescue", "accept"], [5, 3], [6, 0], [0, 6], [0, 6], [6, 9])
+    return TracedProblem("d", "p", 0, ["rescue", "accept"], [5, 3], [6, 0], [0, 6], [0, 6], [6, 9])
 
 
 def test_a_rescue_in_rounds_by_hand():
@@ -70,7 +70,7 @@ def test_the_target_alone_in_rounds_by_hand():
     assert simulate_problem(prob, "target_only", ctx)[0]["latency_ms"] == pytest.approx(90.0)
     assert simulate_problem(prob, "target_sd", ctx)[0]["latency_ms"] == pytest.approx(56.0)
     # a draft that guesses nothing (tau 1: only the target's own token per round) makes speculation a loss
-    slow = Ctx(Round(), FREE_LINK, speculation=TokenSpeculation(tau=1.0, draft_len=4))
+    slow = Ctx(Round(), FREE_LINK, speculation=SpeculationParams(tau=1.0, draft_len=4))
     assert simulate_problem(prob, "target_sd", slow)[0]["latency_ms"] == pytest.approx(9 * (4 + 10))
 
 
@@ -103,7 +103,7 @@ def test_speculating_schedules_need_the_numbers():
     with pytest.raises(UserError, match="replay.token_speculation"):
         simulate_problem(rescue_then_accept(), "hetero_sd", Ctx(Round(), FREE_LINK))
     with pytest.raises(UserError, match="tau=0.5, expected >= 1"):
-        TokenSpeculation(tau=0.5, draft_len=4)
+        SpeculationParams(tau=0.5, draft_len=4)
 
 
 CTX = Ctx(get_profile("paper_v12"), system(), speculation=SPEC)

@@ -23,7 +23,7 @@ from pathlib import Path
 from heterospec import stage
 from heterospec.errors import UserError
 from heterospec.paths import DUCKDB_FILE
-from heterospec.tables import format_table
+from heterospec.text_table import format_table
 
 
 def _query(args) -> None:
@@ -82,7 +82,7 @@ def _config(args) -> None:
 
 
 def _models(args) -> None:
-    from heterospec.models.report import print_quality, quality_report
+    from heterospec.models.quality_report import print_quality, quality_report
     cfg, paths = stage.compose(args)
     table = quality_report(cfg, paths, args.overrides, paths.model_quality, reuse=not args.recompute)
     print_quality(table)
@@ -125,7 +125,7 @@ def _collect_compare(args) -> None:
 
 def _check(args) -> None:
     """Every manifest under the results tree (or one run of it, with the shared models) against its files."""
-    from heterospec.artifacts import damage
+    from heterospec.manifests import damage
     from heterospec.paths import artifact_manifests
 
     results = Path(args.results)

@@ -23,12 +23,12 @@ import pyarrow as pa
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS
-from heterospec.config.variants import own_draft, variant_config
+from heterospec.config.collect_variants import own_draft, variant_config
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.progress import progress
 from heterospec.reasoning.repeats import check_same_steps, journal_name, repeat_rows
-from heterospec.reasoning.traces import TABLES
+from heterospec.reasoning.collect_schemas import TABLES
 from heterospec.store import read_parquet, write_parquet
 
 log = logging.getLogger("heterospec.collect")
@@ -93,7 +93,7 @@ def _open_journal(journal: Path, spec: str) -> None:
 def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
               shard: str, processes: bool | None = None) -> dict[str, Path]:
     """Collect one shard; returns the paths of its tables."""
-    from heterospec.models.manifest import read_manifest
+    from heterospec.models.role_manifest import read_manifest
     from heterospec.reasoning.session import Session
     from heterospec.speculative.stepwise import check_strategy
     from heterospec.tasks import load_problems

@@ -48,7 +48,7 @@ def evaluate(cfg, paths: RunPaths, dataset: str, method: str, overrides: list[st
     import torch
     from heterospec.models.loading import load_tokenizer
     from heterospec.models.prompts import format_prompt
-    from heterospec.models.manifest import read_manifest
+    from heterospec.models.role_manifest import read_manifest
     from heterospec.speculative.stepwise import check_strategy
     from heterospec.tasks import load_problems
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from heterospec.config.variants import variant_settings
+from heterospec.config.collect_variants import variant_settings
 from heterospec.errors import UserError
 from heterospec.paths import EVAL_ROLES
 from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
@@ -67,7 +67,7 @@ def params_from_name(path: str) -> int | None:
 def model_params(role: str, role_cfg: Any) -> int:
     """Parameters of one role's model: its shape (trained here, a local config.json, a published shape) or, for
     other hub ids, the size in its name."""
-    from heterospec.replay.shapes import model_shape
+    from heterospec.replay.role_shapes import model_shape
 
     try:
         return model_shape(role, role_cfg).params

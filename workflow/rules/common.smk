@@ -7,12 +7,12 @@ from pathlib import Path
 from heterospec.config import compose_config, run_dir
 from heterospec.config.digest import ResolvedRun, digest
 from heterospec.config.snakemake import run_overrides, validate_config
-from heterospec.config.variants import check_collect, is_variant, variant_settings
-from heterospec.config.variants import executors as collect_executors
+from heterospec.config.collect_variants import check_collect, is_variant, variant_settings
+from heterospec.config.collect_variants import executors as collect_executors
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
-from heterospec.reasoning.traces import TABLES as COLLECT_TABLES
+from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
 from heterospec.report.tau_sweep import sweep_path
 from heterospec.report.sweep import parse_sweep, sweep_name

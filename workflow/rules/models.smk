@@ -1,5 +1,5 @@
 # models: train each tiny role on the synthetic task, or resolve a real checkpoint (source=hub).
-from heterospec.artifacts import check_sizes
+from heterospec.manifests import check_sizes
 
 # A checkpoint, export or kernel file truncated or deleted after its manifest (the rule's output) was written would
 # leave the plan at "Nothing to be done": stop it with one line naming the file and the commands that rebuild it.

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from heterospec.config import compose_config, hardware
 from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS, CollectConfig
-from heterospec.config.variants import base_algorithm, is_variant, variant_settings
+from heterospec.config.collect_variants import base_algorithm, is_variant, variant_settings
 from heterospec.errors import UserError
 
 

@@ -204,7 +204,7 @@ ScheduleConfig = dict[str, Any]
 # ----------------------------------------------------------------------------- collect
 @dataclass
 class CollectVariant:
-    """A named collect beside the algorithm configs (heterospec.config.variants): an algorithm config with some of its
+    """A named collect beside the algorithm configs (heterospec.config.collect_variants): an algorithm config with some of its
     keys set, written by one draft implementation. Its traces lie under ``collect/<dataset>/<name>/`` and their
     ``algorithm`` column is the name, so Table III and ``collect_summary`` show it as a row of its own."""
     algorithm: str = MISSING         # the algorithm config it runs: rsd | brsd

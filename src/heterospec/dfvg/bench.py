@@ -15,10 +15,10 @@ import pyarrow as pa
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from heterospec.tables import format_table
+from heterospec.text_table import format_table
 from heterospec.dfvg.methods import open_pair, prompts, run_method
 from heterospec.speculative.strategies import Chain, Tree
-from heterospec.dfvg.traces import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
 from heterospec.paths import RunPaths
 
 

@@ -6,7 +6,7 @@ import time
 
 from omegaconf import DictConfig
 
-from heterospec.dfvg.engine import hf_generate, target_greedy
+from heterospec.dfvg.baselines import hf_generate, target_greedy
 from heterospec.speculative.decoder import Pair, SpeculativeDecoder, load_pair
 from heterospec.speculative.strategies import STRATEGIES, draft_lanes, make_strategy
 from heterospec.errors import UserError
@@ -28,7 +28,7 @@ def prompts(cfg: DictConfig, tokenizer, overrides: list[str] = ()) -> list[tuple
 
 
 def open_pair(cfg: DictConfig, paths: RunPaths) -> Pair:
-    from heterospec.models.manifest import read_manifest
+    from heterospec.models.role_manifest import read_manifest
     draft = read_manifest(paths.model_manifest("draft"))["path"]
     target = read_manifest(paths.model_manifest("target"))["path"]
     dev = cfg.system.torch_devices

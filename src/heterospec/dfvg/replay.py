@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from heterospec.config import compose_config
 from heterospec.config.hardware import System, device, link_of
-from heterospec.dfvg.traces import REPLAY_SCHEMA
+from heterospec.dfvg.schemas import REPLAY_SCHEMA
 from heterospec.errors import UserError
 from heterospec.replay.engines import FastEngine
 from heterospec.replay.system import SystemParams

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from heterospec import stage
 from heterospec.dfvg.methods import METHODS, open_pair, prompts, run_method, strategy
 from heterospec.speculative.strategies import STRATEGIES
-from heterospec.dfvg.traces import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet, write_parquet
@@ -50,7 +50,7 @@ def collect(cfg: DictConfig, paths: RunPaths, method: str, overrides: list[str])
 
 def replay_run(cfg: DictConfig, paths: RunPaths) -> None:
     from heterospec.dfvg.replay import replay, summary
-    from heterospec.tables import format_table
+    from heterospec.text_table import format_table
     rounds = pa.concat_tables([read_parquet(paths.dfvg_rounds(s), ROUNDS_SCHEMA) for s in cfg.dfvg.strategies])
     gens = read_parquet(paths.dfvg_generations("target_greedy"), GENERATIONS_SCHEMA)
     perf = paths.hls_perf if "hls" in cfg.dfvg.replay.profiles else None
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> None:
     elif args.command == "replay":
         replay_run(cfg, paths)
     elif args.command == "buys":
-        from heterospec.dfvg.buys import dfvg_sweep, print_sweep
+        from heterospec.dfvg.faster_draft import dfvg_sweep, print_sweep
         try:
             offsets = [int(x) for x in args.offsets.split(",")]
         except ValueError:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from heterospec.artifacts import digest_files, portable
+from heterospec.manifests import digest_files, portable
 from heterospec.errors import UserError
 from heterospec.hls.perf import Arch, check_parallelism
 from heterospec.quantize.intmath import EXP2_POLY, LOG2E, f32

@@ -1,4 +1,4 @@
-"""The generated draft kernel as the draft role's :class:`~heterospec.reasoning.roles.Decoding`: one kernel call per
+"""The generated draft kernel as the draft role's :class:`~heterospec.models.decoding.Decoding`: one kernel call per
 token, through the kernel's own command interface (KVMU mode, mark, re-init, base, host token).
 
 The kernel's KVMU (:mod:`heterospec.hls.kvmu`) moves its pointers one token per command: INIT writes a host token at
@@ -53,8 +53,8 @@ from heterospec.errors import UserError
 from heterospec.hls.kernel_lib import KernelInstance
 from heterospec.hls.kvmu import ACCEPT, INIT, ROLLBACK, SPEC
 from heterospec.reasoning import kvcache
-from heterospec.reasoning.kvcache import common_prefix
-from heterospec.reasoning.roles import Chunk, Decoding
+from heterospec.models.prefix_cache import common_prefix
+from heterospec.models.decoding import Chunk, Decoding
 
 
 class KernelKVMU:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import torch
 
 from heterospec import stage
-from heterospec.artifacts import rebuild_command, resolve, verify
+from heterospec.manifests import rebuild_command, resolve, verify
 from heterospec.config.hardware import device
 from heterospec.errors import UserError
 from heterospec.hls.perf_table import PERF_SCHEMA
@@ -114,7 +114,7 @@ def model(cfg, export, perf_out, breakdown_out, res_out) -> None:
     write_parquet(perf, perf_out, PERF_SCHEMA)
     write_parquet(breakdown, breakdown_out, BREAKDOWN_SCHEMA)
     write_parquet(res, res_out, RESOURCES_SCHEMA)
-    from heterospec.hls.report import print_perf, print_resources
+    from heterospec.hls.printout import print_perf, print_resources
     print_perf(perf)
     print_resources(res)
 

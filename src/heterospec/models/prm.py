@@ -129,7 +129,7 @@ class PRM:
 class StepScorer:
     """The PRM as a reasoning role: the reward of a path's last step, feeding only tokens it has not seen.
 
-    ``cache`` holds the model's KV cache over the ids it has read (reasoning.kvcache.PrefixCache);
+    ``cache`` holds the model's KV cache over the ids it has read (models.prefix_cache.PrefixCache);
     ``record`` builds the measurement of one model call (reasoning.roles.Call).
     """
 

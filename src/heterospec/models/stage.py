@@ -18,10 +18,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec import stage
-from heterospec.artifacts import digest_files, portable
+from heterospec.manifests import digest_files, portable
 from heterospec.config import dataset_config
 from heterospec.errors import UserError
-from heterospec.models.manifest import read_manifest, write_manifest
+from heterospec.models.role_manifest import read_manifest, write_manifest
 from heterospec.paths import ROLES, RunPaths, prm_learns_from
 
 log = logging.getLogger("heterospec.models")
@@ -95,6 +95,6 @@ def main(argv: list[str]) -> None:
     if args.command == "train":
         prepare_role(cfg, paths, args.role, args.overrides, args.out or paths.model_manifest(args.role))
     else:
-        from heterospec.models.report import quality_report, print_quality
+        from heterospec.models.quality_report import quality_report, print_quality
         table = quality_report(cfg, paths, args.overrides, args.out or paths.model_quality)
         print_quality(table)

@@ -30,9 +30,9 @@ def quantize_draft(cfg, paths: RunPaths, overrides: list[str], out: Path, qualit
     """Quantise the run's draft (export manifest ``out``, in its own folder); write its quality row."""
     from heterospec.models.loading import load_causal_lm, load_tokenizer
     from heterospec.models.prompts import format_prompt
-    from heterospec.models.manifest import read_manifest
+    from heterospec.models.role_manifest import read_manifest
     from heterospec.quantize.model import load_quantized_draft
-    from heterospec.quantize.report import QUALITY_SCHEMA, compare, print_quality
+    from heterospec.quantize.quality import QUALITY_SCHEMA, compare, print_quality
     from heterospec.quantize.w8a8 import quantize_model, save_export
     from heterospec.tasks.synthetic import generate_problems, held_out_problems
 

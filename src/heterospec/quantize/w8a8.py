@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from heterospec.artifacts import digest_files, portable, rebuild_command, verify
+from heterospec.manifests import digest_files, portable, rebuild_command, verify
 from heterospec.errors import UserError
 from heterospec.quantize.intmath import ACT_MAX, EXP2_POLY
 

@@ -56,7 +56,7 @@ class Recorder:
             r["outcome"] = outcome
 
 
-class Executor:
+class TracingExecutor:
     """Shared plumbing: the roles, the problem's prompt, the context of a path, the trace."""
 
     def __init__(self, draft, prm, target, max_tokens: int, devices: dict[str, str],
@@ -111,7 +111,7 @@ class Executor:
         """Wait until every device is idle (cancelled work included)."""
 
 
-class Sequential(Executor):
+class Sequential(TracingExecutor):
     """One call at a time, in the controller's order."""
 
     def propose(self, path: list[Node]) -> Step:
@@ -133,7 +133,7 @@ class Sequential(Executor):
         return step
 
 
-class StepAhead(Executor):
+class StepAhead(TracingExecutor):
     """Target prefetch with a partial-output cache, and draft pipelining."""
 
     def __init__(self, *args, prefetch: bool = True, draft_pipeline: bool = True, plain_prefetch: bool = False,

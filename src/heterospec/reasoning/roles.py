@@ -1,27 +1,21 @@
 """The writing roles: a :class:`StepWriter` writes one reasoning step after a context; *how* it produces the tokens
-is a :class:`Decoding` plugged into it.
+is a :class:`~heterospec.models.decoding.Decoding` plugged into it (plain decoding, token-level speculation, the
+generated accelerator kernel: :mod:`heterospec.models.decoding`). The step-level controller above never sees which.
 
-* :class:`StepWriter` owns what every way of writing shares: where a step stops (the step delimiter, EOS, the token
-  limit), cancellation between chunks, the KVMU pointer moves a write implies, and the :class:`Call` records.
-* :class:`Decoding` is how the tokens come: :class:`PlainDecoding` (one model, one token per forward, a
-  :class:`~heterospec.reasoning.kvcache.PrefixCache`), token-level speculative decoding with a draft
-  (:mod:`heterospec.speculative.stepwise`: several of the target's own tokens per verification round), or the
-  generated accelerator kernel (:mod:`heterospec.hls`). The step-level controller above never sees which.
-* :class:`DecodingRecipe` is how a worker process builds its decoding: a small picklable object that the stage
-  hands down (the reasoning engine does not import the stages that provide the other decodings).
-
+:class:`StepWriter` owns what every way of writing shares: where a step stops (the step delimiter, EOS, the token
+limit), cancellation between chunks, the KVMU pointer moves a write implies, and the :class:`Call` records.
 The PRM's role, ``StepScorer``, lives with the PRM protocol in :mod:`heterospec.models.prm`.
 """
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
-import torch
 
-from heterospec.reasoning.kvcache import KVMU, PrefixCache, common_prefix
+from heterospec.models.decoding import Decoding, PlainDecoding
+from heterospec.models.prefix_cache import common_prefix
+from heterospec.reasoning.kvcache import KVMU
 
 
 @dataclass
@@ -45,97 +39,6 @@ class Step:
     complete: bool        # ended at the step delimiter or EOS (False: cancelled or cut at max tokens)
     eos: bool
     calls: list[Call] = field(default_factory=list)
-
-
-@dataclass
-class Chunk:
-    """The next tokens of a continuation, in order, each the one the role's own decoding would write."""
-    tokens: list[int]
-    round: dict | None = None   # a token-level verification round's record (drafted, accepted, tree size, times)
-
-
-class Decoding(ABC):
-    """How a writing role produces tokens: make its model(s) hold a context, then continue it chunk by chunk.
-
-    ``processed`` counts tokens fed through the role's own model (the KV-reuse metric); ``held`` is how many
-    tokens its KV cache holds now.
-    """
-    kind = "plain"
-    kvmu = None     # a decoding that drives a KVMU of its own (the kernel's registers) exposes it: the writer logs it
-
-    @abstractmethod
-    def reset(self, seed: int) -> None:
-        """A new problem: empty caches, the sampler reseeded."""
-
-    @abstractmethod
-    def start(self, context: list[int]) -> int:
-        """Make the model hold ``context`` (keeping what it already holds of it); returns the tokens fed."""
-
-    @abstractmethod
-    def next(self, room: int) -> Chunk:
-        """The next one or more tokens after what is held (at most ``room`` are wanted; more may come)."""
-
-    def keep(self, kept: int, complete: bool) -> None:
-        """The writer keeps the first ``kept`` tokens of the last chunk; ``complete``: the step ended at the last of
-        them (a decoding whose caches went further leaves them: the next :meth:`start` keeps only the context)."""
-
-    @property
-    @abstractmethod
-    def processed(self) -> int: ...
-
-    @property
-    @abstractmethod
-    def held(self) -> int: ...
-
-
-class DecodingRecipe(Protocol):
-    """A picklable recipe a worker builds its role's decoding from (the model is loaded in the worker)."""
-    kind: str
-
-    def build(self, spec) -> Decoding: ...
-
-
-class PlainDecoding(Decoding):
-    """Autoregressive decoding with one causal LM: greedy at temperature 0, else sampling with a seeded generator.
-
-    A sampled token is fed to the model only when the writer asks for more: a complete step's last token waits for
-    the next write (if its step survives), a step cut at the token limit has fed them all.
-    """
-
-    def __init__(self, model, temperature: float = 0.0):
-        self.cache = PrefixCache(model)
-        self.temperature = temperature
-        self.generator = torch.Generator(device="cpu")
-        self.logits: torch.Tensor | None = None
-        self.last: int | None = None
-
-    def reset(self, seed: int) -> None:
-        self.cache = PrefixCache(self.cache.model)
-        self.generator.manual_seed(seed)
-
-    def start(self, context: list[int]) -> int:
-        self.logits, _, fed = self.cache.advance(context)
-        return fed
-
-    def next(self, room: int) -> Chunk:
-        if self.temperature <= 0:
-            self.last = int(self.logits.argmax())
-        else:
-            probs = torch.softmax(self.logits.float() / self.temperature, dim=-1).cpu()
-            self.last = int(torch.multinomial(probs, 1, generator=self.generator))
-        return Chunk([self.last])
-
-    def keep(self, kept: int, complete: bool) -> None:
-        if not complete:
-            self.logits = self.cache.feed([self.last])
-
-    @property
-    def processed(self) -> int:
-        return self.cache.processed
-
-    @property
-    def held(self) -> int:
-        return len(self.cache.ids)
 
 
 class StepWriter:

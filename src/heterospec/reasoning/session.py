@@ -52,7 +52,7 @@ class Session:
                  speculative_draft: str | None = None, decodings: dict | None = None):
         """``alg``: the algorithm run (default ``cfg.algorithm``); ``speculative_draft``: the float draft checkpoint
         the target speculates with (default ``checkpoints["draft"]``; the run's draft may be a W8A8 export);
-        ``decodings``: per role, a :class:`~heterospec.reasoning.roles.DecodingRecipe` the stage built (the kernel
+        ``decodings``: per role, a :class:`~heterospec.models.decoding.DecodingRecipe` the stage built (the kernel
         draft); a role without one decodes plainly (the target: or speculatively, as the algorithm says)."""
         from heterospec.models.loading import load_tokenizer
         from heterospec.speculative.stepwise import speculative_recipe

@@ -62,8 +62,10 @@ def build_role(spec: RoleSpec):
     import torch
     from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
     from heterospec.models.prm import StepScorer
-    from heterospec.reasoning.kvcache import KVMU, PrefixCache
-    from heterospec.reasoning.roles import Call, PlainDecoding, StepWriter
+    from heterospec.models.prefix_cache import PrefixCache
+    from heterospec.reasoning.kvcache import KVMU
+    from heterospec.models.decoding import PlainDecoding
+    from heterospec.reasoning.roles import Call, StepWriter
 
     torch.set_num_threads(spec.threads)
     if spec.role == "prm":

@@ -40,11 +40,11 @@ from typing import Any
 
 from heterospec.replay.engines import Op, make_engine, run_fast
 from heterospec.replay.metrics import metrics
-from heterospec.replay.problem import Problem
+from heterospec.replay.problem import TracedProblem
 from heterospec.replay.system import Ctx
 
 
-def simulate_problem(prob: Problem, schedule: Any, ctx: Ctx, engine: str = "fast") -> tuple[dict, list[Op]]:
+def simulate_problem(prob: TracedProblem, schedule: Any, ctx: Ctx, engine: str = "fast") -> tuple[dict, list[Op]]:
     """One problem under one schedule (a name in conf/schedule, a ScheduleConfig or a Schedule)."""
     from heterospec.replay.schedules import get_schedule
     policy = get_schedule(schedule).policy

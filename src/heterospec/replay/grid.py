@@ -10,31 +10,31 @@ import pyarrow as pa
 from heterospec.replay import des
 from heterospec.replay.engines import make_engine
 from heterospec.replay.metrics import RESULTS_SCHEMA
-from heterospec.replay.problem import Problem, problems_from_steps
+from heterospec.replay.problem import TracedProblem, problems_from_steps
 from heterospec.config.hardware import System
 from heterospec.progress import progress
 from heterospec.replay.latency import LatencyProfile
 from heterospec.replay.profiles import get_profile
-from heterospec.replay.system import Ctx, SystemParams, TokenSpeculation
+from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
 
 log = logging.getLogger("heterospec.replay")
 
 
-def simulate(steps: pa.Table | list[Problem], systems: Iterable[System | SystemParams], schedules: Iterable[Any],
+def simulate(steps: pa.Table | list[TracedProblem], systems: Iterable[System | SystemParams], schedules: Iterable[Any],
              profile: str | LatencyProfile | Callable[[System], LatencyProfile] = "paper_v12",
              engine: str = "fast", workers: int = 1, run: str = "", recorded: bool | None = None,
-             speculation: TokenSpeculation | None = None) -> pa.Table:
+             speculation: SpeculationParams | None = None) -> pa.Table:
     """Every problem x system x schedule. ``systems``: typed Systems (heterospec.config.hardware) or SystemParams; ``schedules``:
     names or ScheduleConfig-like objects; ``profile``: a name, a profile, or ``profile(system) -> profile`` for
     profiles that depend on the system's hardware. ``workers`` > 1 splits the grid over forked processes (same
     rows, same order). ``run`` fills the run column. ``recorded``: rejected steps' target work as the trace
     records it (True), simulated (False), or as the profile says (None; :class:`Ctx`). ``speculation``: how
-    schedules with token-level speculation price a target write (:class:`TokenSpeculation`)."""
+    schedules with token-level speculation price a target write (:class:`SpeculationParams`)."""
     from heterospec.replay.schedules import get_schedule
     probs = problems_from_steps(steps) if isinstance(steps, pa.Table) else list(steps)
     scheds = [get_schedule(s) for s in schedules]
     make_engine(engine)
-    jobs: list[tuple[Ctx, Any, list[Problem], str]] = []
+    jobs: list[tuple[Ctx, Any, list[TracedProblem], str]] = []
     for system in systems:
         sysp = system if isinstance(system, SystemParams) else SystemParams.of(system)
         if isinstance(profile, LatencyProfile):

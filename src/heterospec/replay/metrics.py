@@ -6,7 +6,7 @@ import math
 import pyarrow as pa
 
 from heterospec.replay.engines import DEVICES, Tally
-from heterospec.replay.problem import Problem
+from heterospec.replay.problem import TracedProblem
 from heterospec.replay.system import Ctx
 from heterospec.store.parquet import versioned
 
@@ -43,7 +43,7 @@ RESULTS_SCHEMA = versioned("replay_results", 2, [
 ])
 
 
-def metrics(tally: Tally, prob: Problem, ctx: Ctx) -> dict:
+def metrics(tally: Tally, prob: TracedProblem, ctx: Ctx) -> dict:
     busy, latency, stall, longest = tally.busy, tally.latency, tally.stall, tally.longest
     disc_tok = {"draft": 0, "target": 0}
     disc_e = spec_e = 0.0

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 
 @dataclass
-class Problem:
+class TracedProblem:
     """One problem's steps as plain lists (see :mod:`heterospec.replay.steps`)."""
     dataset: str
     problem: str
@@ -32,17 +32,17 @@ class Problem:
     def backtracks(self) -> int:
         return sum(1 for o in self.outcome if o == "backtrack")
 
-    def with_prompt_in_context(self) -> "Problem":
+    def with_prompt_in_context(self) -> "TracedProblem":
         """The same steps with context lengths counting the prompt (for profiles that model it)."""
         P = self.prompt
         return replace(self, kvv=[k + P for k in self.kvv], kvt=[k + P for k in self.kvt])
 
 
-def problems_from_steps(steps: pa.Table) -> list[Problem]:
+def problems_from_steps(steps: pa.Table) -> list[TracedProblem]:
     cols = steps.select(["dataset", "problem", "prompt_tokens", "outcome", "draft_tokens", "target_tokens",
                          "kv_verify", "kv_target", "path_tokens", "trace_set", "target_scored",
                          "rescue_tokens", "critical_tokens", "draft_kv"]).to_pydict()
-    out: list[Problem] = []
+    out: list[TracedProblem] = []
     n = len(cols["problem"])
     i = 0
     while i < n:
@@ -50,7 +50,7 @@ def problems_from_steps(steps: pa.Table) -> list[Problem]:
         key = (cols["trace_set"][i], cols["dataset"][i], cols["problem"][i])
         while j < n and (cols["trace_set"][j], cols["dataset"][j], cols["problem"][j]) == key:
             j += 1
-        out.append(Problem(key[1], key[2], cols["prompt_tokens"][i], cols["outcome"][i:j],
+        out.append(TracedProblem(key[1], key[2], cols["prompt_tokens"][i], cols["outcome"][i:j],
                            cols["draft_tokens"][i:j], cols["target_tokens"][i:j], cols["kv_verify"][i:j],
                            cols["kv_target"][i:j], cols["path_tokens"][i:j], key[0], cols["target_scored"][i:j],
                            cols["rescue_tokens"][i:j], cols["critical_tokens"][i:j],

@@ -21,12 +21,12 @@ from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
 from heterospec.replay.grid import simulate
 from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.problem import problems_from_steps
-from heterospec.replay.system import PREFETCH_OUTCOMES, TokenSpeculation
+from heterospec.replay.system import PREFETCH_OUTCOMES, SpeculationParams
 from heterospec.replay.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles import get_profile, profile_names
 from heterospec.replay.schedules import get_schedule
 from heterospec.replay.steps import steps_from_events
-from heterospec.replay.variants import schedule_configs, system_configs
+from heterospec.replay.group_entries import schedule_configs, system_configs
 from heterospec.store.parquet import write_parquet
 
 HARDWARE_PROFILES = ("roofline", "hls")
@@ -98,7 +98,7 @@ def prefetch_outcome(cfg: Any) -> bool | None:
     return None if v == "auto" else v == "recorded"
 
 
-def token_speculation(cfg: Any, strategy: str | None = None, tau: float | None = None) -> TokenSpeculation:
+def token_speculation(cfg: Any, strategy: str | None = None, tau: float | None = None) -> SpeculationParams:
     """The run's token-speculation numbers (replay.token_speculation) for ``strategy`` (default: the configured
     one), ``tau`` overriding the configured value (the tau sweep)."""
     ts = cfg.replay.token_speculation
@@ -109,7 +109,7 @@ def token_speculation(cfg: Any, strategy: str | None = None, tau: float | None =
                         f"pair is configured); set one, e.g. replay.token_speculation.tau.{name}=3.0")
     if name not in ts.draft_len:
         raise UserError(f"replay.token_speculation.draft_len.{name}: no value; expected tokens drafted per round")
-    return TokenSpeculation(float(t), int(ts.draft_len[name]), name, str(ts.source))
+    return SpeculationParams(float(t), int(ts.draft_len[name]), name, str(ts.source))
 
 
 def needs_speculation(scheds) -> bool:
@@ -155,7 +155,7 @@ def print_summary(results: pa.Table, artifact: pa.Table) -> None:
         a = art[(r["trace_set"], r["dataset"], r["profile"])]
         a[0] += 1
         a[1] += r["latency_ms"]
-    from heterospec.tables import format_table
+    from heterospec.text_table import format_table
     rows = [(*k, n, lat / n / 1e3, tok / lat * 1e3, e / tok if tok else None) for k, (n, lat, tok, e) in sorted(acc.items())]
     rows += [(ts, ds, prof, "(artifact formula)", "", n, lat / n / 1e3, None, None)
              for (ts, ds, prof), (n, lat) in sorted(art.items())]

@@ -41,7 +41,7 @@ PREFETCH_OUTCOMES = ("auto", "recorded", "simulated")
 
 
 @dataclass(frozen=True)
-class TokenSpeculation:
+class SpeculationParams:
     """How the replay prices a target write made by token-level speculative decoding: each round the draft device
     drafts ``draft_len`` tokens, the link carries them, the target verifies them in one pass, and ``tau`` tokens come
     out (the accepted ones plus the target's own). ``strategy`` and ``source`` say whose numbers these are."""
@@ -66,7 +66,7 @@ class Ctx:
     profile: LatencyProfile
     system: SystemParams
     recorded: bool | None = None
-    speculation: TokenSpeculation | None = None   # the token_speculation mechanism's rounds (None: not configured)
+    speculation: SpeculationParams | None = None   # the token_speculation mechanism's rounds (None: not configured)
 
     def __post_init__(self):
         if self.recorded is None:

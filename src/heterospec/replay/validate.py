@@ -40,11 +40,11 @@ import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.reasoning.traces import (CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, REPEATS_SCHEMA, ROUNDS_TRACE_SCHEMA,
+from heterospec.reasoning.collect_schemas import (CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, REPEATS_SCHEMA, ROUNDS_TRACE_SCHEMA,
                                          STEPS_TRACE_SCHEMA)
 from heterospec.replay.measured import MeasuredProfile, fit_calls, fit_overheads, fit_rounds, read_fit, write_fit
 from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls
-from heterospec.replay.system import TokenSpeculation
+from heterospec.replay.system import SpeculationParams
 from heterospec.store.parquet import SCHEMA_VERSION_KEY, read_parquet, versioned, write_parquet
 
 CALLS_TAG = CALLS_SCHEMA.metadata[SCHEMA_VERSION_KEY].decode()
@@ -127,7 +127,7 @@ def plain_traces(cfg: Any, calls: dict, latency: dict, speculative: set[str] = f
     whose target writes speculate (``speculative``: trace sets with rounds, :func:`find_rounds`) with the run's own
     draft, which the replay prices as rounds; a variant with another draft implementation (the W8A8 export, a
     board's kernel) prices its draft's calls otherwise and stays out of the fit and the validation."""
-    from heterospec.config.variants import is_variant, own_draft
+    from heterospec.config.collect_variants import is_variant, own_draft
 
     def covered(ts: str) -> bool:
         return not is_variant(cfg, ts) or (ts in speculative and own_draft(cfg, ts))
@@ -198,8 +198,8 @@ def _by(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
     return out
 
 
-def trace_speculation(rows: list[dict], name: str) -> TokenSpeculation:
-    """The replay's :class:`TokenSpeculation` for a trace set, from its recorded rounds: ``draft_len`` the mean
+def trace_speculation(rows: list[dict], name: str) -> SpeculationParams:
+    """The replay's :class:`SpeculationParams` for a trace set, from its recorded rounds: ``draft_len`` the mean
     tokens drafted per round (rounded), ``tau`` the smallest value at which the replay's ceil(g / tau) rounds per
     write, summed over the recorded writes of g = sum(kept) tokens, are no more than the recorded rounds (a mean of
     accepted + 1 per round would miss the writes' last, partly kept rounds)."""
@@ -217,7 +217,7 @@ def trace_speculation(rows: list[dict], name: str) -> TokenSpeculation:
     for _ in range(60):   # bisection: count() falls as tau grows
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if count(mid) <= n_rounds else (mid, hi)
-    return TokenSpeculation(hi, draft_len, str(rows[0]["strategy"]), f"collect_rounds of {name}")
+    return SpeculationParams(hi, draft_len, str(rows[0]["strategy"]), f"collect_rounds of {name}")
 
 
 def repeat_spread(rows: list[dict]) -> dict[tuple, float]:
@@ -394,7 +394,7 @@ def measured_profile(cfg: Any, paths: RunPaths) -> MeasuredProfile:
 def sd_schedule(cfg: Any, overrides: list[str], executor: str):
     """The schedule that replays ``executor``'s runs whose target writes speculate: ``<executor>_sd``."""
     from heterospec.replay.schedules import get_schedule, schedule_names
-    from heterospec.replay.variants import compose_schedule
+    from heterospec.replay.group_entries import compose_schedule
     name = f"{executor}_sd"
     if name not in schedule_names():
         raise UserError(f"replay.validate_schedules: '{executor}' has no schedule '{name}' to replay the trace sets "
@@ -406,12 +406,12 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
     """Fit, replay each executor's problems, compare with their measured latency; print and write the errors.
     With ``fit_on`` (a trace set) the fit sees only that set's sequential calls, the others are held out, and
     nothing is written (the run's saved fit and validation stay those of the full fit)."""
-    from heterospec.tables import format_table
+    from heterospec.text_table import format_table
     from heterospec.config import hardware
     from heterospec.replay.grid import simulate
     from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
-    from heterospec.replay.variants import compose_schedule
+    from heterospec.replay.group_entries import compose_schedule
 
     executors = list(cfg.replay.validate_schedules)
     scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}

@@ -67,8 +67,8 @@ def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     from heterospec.replay.grid import simulate
     from heterospec.replay.problem import problems_from_steps
     from heterospec.replay.stage import prefetch_outcome, profile_factory, system_configs, token_speculation
-    from heterospec.replay.system import TokenSpeculation
-    from heterospec.replay.variants import compose_schedule
+    from heterospec.replay.system import SpeculationParams
+    from heterospec.replay.group_entries import compose_schedule
     from heterospec.report.sources import ours_profiles
 
     sets = _trace_sets(cfg, paths)
@@ -89,7 +89,7 @@ def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
             grids = [(None, simulate(probs, systems, plain, factory, cfg.replay.engine, run=cfg.name,
                                      recorded=prefetch_outcome(cfg)))]
             for tau in TAUS:
-                spec = TokenSpeculation(tau, max(base.draft_len, math.ceil(tau - 1)), base.strategy, base.source)
+                spec = SpeculationParams(tau, max(base.draft_len, math.ceil(tau - 1)), base.strategy, base.source)
                 grids.append((spec, simulate(probs, systems, speculative, factory, cfg.replay.engine, run=cfg.name,
                                              recorded=prefetch_outcome(cfg), speculation=spec)))
             for spec, table in grids:

@@ -3,7 +3,7 @@ writes use).
 
 A round: the strategy plans, the draft grows a tree from the committed context, the target verifies it in one
 pass, the accepted path plus the target's next token are committed, both caches keep only that path. Each round
-leaves a trace row (:data:`heterospec.dfvg.traces.ROUNDS_SCHEMA`).
+leaves a trace row (:data:`heterospec.dfvg.schemas.ROUNDS_SCHEMA`).
 """
 from __future__ import annotations
 

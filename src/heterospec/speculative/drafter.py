@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from heterospec.speculative.lean import draft_decoder
+from heterospec.speculative.lean_decoder import draft_decoder
 from heterospec.speculative.tree import DraftTree
-from heterospec.reasoning.kvcache import common_prefix
+from heterospec.models.prefix_cache import common_prefix
 
 
 @dataclass(frozen=True)

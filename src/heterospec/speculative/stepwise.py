@@ -1,4 +1,4 @@
-"""Token-level speculative decoding as a writing role's :class:`~heterospec.reasoning.roles.Decoding`: the target
+"""Token-level speculative decoding as a writing role's :class:`~heterospec.models.decoding.Decoding`: the target
 writes a reasoning step round by round, the draft proposing with one of DFVG's strategies.
 
 Each chunk is one verification round: the accepted draft tokens plus the target's own next token, so under greedy
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from heterospec.config.schema import STRATEGY_KNOBS
 from heterospec.errors import UserError
-from heterospec.reasoning.roles import Chunk, Decoding, PlainDecoding
+from heterospec.models.decoding import Chunk, Decoding, PlainDecoding
 from heterospec.speculative.decoder import SpeculativeDecoder, check_tokenizers
 from heterospec.speculative.strategies import STRATEGIES, Strategy, make_strategy
 

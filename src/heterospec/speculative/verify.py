@@ -22,7 +22,7 @@ import inspect
 import torch
 
 from heterospec.errors import UserError
-from heterospec.reasoning.kvcache import common_prefix
+from heterospec.models.prefix_cache import common_prefix
 from heterospec.speculative.tree import DraftTree
 
 

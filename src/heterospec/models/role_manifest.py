@@ -4,7 +4,7 @@ checkpoint. Written last and atomically by the models stage, so it never points 
 A trained role's checkpoint sits beside its manifest and is recorded relative to it (``"path": "checkpoint"``), so
 a results tree can be moved or copied whole; a checkpoint given by path (``source: hub``) is recorded as given.
 ``files`` lists the checkpoint's files with their size and sha256 (sizes only for a checkpoint not written here);
-:func:`read_manifest` checks them on every load (:mod:`heterospec.artifacts`).
+:func:`read_manifest` checks them on every load (:mod:`heterospec.manifests`).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from heterospec.artifacts import listed_folder, rebuild_command, verify
+from heterospec.manifests import listed_folder, rebuild_command, verify
 from heterospec.errors import UserError
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from heterospec.config import dataset_config
-from heterospec.models.manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest
 from heterospec.paths import ROLES, RunPaths
 from heterospec.store import read_parquet, versioned, write_parquet
 

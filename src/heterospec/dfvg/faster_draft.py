@@ -32,7 +32,7 @@ def _shift(t: pa.Table, cols: list[str], offset: int) -> pa.Table:
 def dfvg_sweep(cfg, paths: RunPaths, overrides: list[str], designs: list[str], offsets: list[int]) -> list[dict]:
     """Per design x context offset x strategy: tokens/s of FPGA+GPU and GPU-only, and their ratio."""
     from heterospec.dfvg.replay import replay
-    from heterospec.dfvg.traces import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
+    from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
     from heterospec.store import read_parquet
     missing = [p for p in [paths.dfvg_generations("target_greedy"), *map(paths.dfvg_rounds, cfg.dfvg.strategies)]
                if not p.exists()]
