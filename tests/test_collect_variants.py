@@ -29,9 +29,7 @@ def test_a_variant_is_its_algorithm_with_its_keys_and_its_draft():
     assert rsd_sd.algorithm.name == "rsd" and not rsd_sd.algorithm.backtrack and sd.algorithm.backtrack
     assert (brsd.algorithm.target_decoding, sd.algorithm.target_decoding, rsd_sd.algorithm.target_decoding) == \
         ("plain", "chain", "chain")
-    assert (kernel.collect.draft_kernel, kernel.models.draft.quantized) == ("u280", False)
-    assert (w8a8.collect.draft_kernel, w8a8.models.draft.quantized) == ("none", True)
-    assert (brsd.collect.draft_kernel, brsd.models.draft.quantized) == ("none", False)
+    assert (kernel.collect.draft, w8a8.collect.draft, brsd.collect.draft) == ("u280", "w8a8", "model")
     assert cfg.algorithm.target_decoding == "plain"          # the run's own config is left alone
 
 

@@ -170,7 +170,7 @@ def test_sampling_runs_end_to_end_and_is_seeded(ci):
 
 def test_trees_stay_within_the_lanes_and_adapt(ci):
     cfg, _, pair = ci
-    t = cfg.dfvg.tree
+    t = cfg.token_speculation.tree
     dec = SpeculativeDecoder(pair)
     rounds = []
     for _, ids in prompts(cfg, pair.tokenizer):
@@ -237,7 +237,7 @@ def test_bad_input_one_line(ci):
     with pytest.raises(UserError, match="does not fit the target's context of 256") as e:
         SpeculativeDecoder(pair).generate(list(range(5, 50)) * 7, strategy(cfg, "tree"), 10)
     assert "\n" not in str(e.value)
-    r = heterospec("dfvg", "collect", "--method", "tree", "experiment=dfvg", "dfvg.tree.max_width=16")
+    r = heterospec("dfvg", "collect", "--method", "tree", "experiment=dfvg", "token_speculation.tree.max_width=16")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
     assert "exceeds the 8 parallel draft lanes of 'u280'" in r.stderr
 

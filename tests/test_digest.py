@@ -23,11 +23,12 @@ MUST_MOVE = {
     "config": ["seed", "paths.datasets"],
     "evaluate": ["eval_limit", "eval_max_new_tokens", "models.prompt", "models.target.dtype", "seed",
                  "system.torch_devices.draft", "dataset.limit"],
-    "evaluate_target_sd": ["eval_limit", "models.draft.dtype", "algorithm.target_sd", "dfvg.tree", "dfvg.chain_length",
-                           "system.draft.power_active_w"],
+    "evaluate_target_sd": ["eval_limit", "models.draft.dtype", "algorithm.target_sd", "token_speculation.tree",
+                           "token_speculation.chain_length", "system.draft.power_active_w"],
     "collect_shard": ["collect.limit", "models.prm.dtype", "system.torch_devices.target", "dataset.limit",
                       "algorithm.threshold", "algorithm.max_backtracks", "algorithm.target_decoding",
-                      "algorithm.speculative_prefetch", "dfvg.feedback.max_verify", "system.draft.power_active_w"],
+                      "algorithm.speculative_prefetch", "token_speculation.feedback.max_verify",
+                      "system.draft.power_active_w"],
     "quantize": ["quantize.alpha", "models.draft.dtype", "models.prompt", "eval_limit"],
     "hls_codegen": ["hls.kernel", "hls.pipeline", "models.draft.arch"],
     "hls_csim": ["hls.csim_prompts", "hls.csim_max_new_tokens", "models.prompt"],
@@ -40,8 +41,8 @@ MUST_MOVE = {
     "report_ours": ["replay.engine", "models.target.arch", "schedule.prefetch", "collect.limit"],
     "report_tau_sweep": ["replay.engine", "models.target.arch", "collect.limit", "replay.token_speculation.source"],
     "replay_validate": ["replay.engine", "models.prm.arch", "schedule.prefetch", "system.link"],
-    "dfvg_collect": ["dfvg.prompts", "dfvg.tree", "models.target.dtype", "system.torch_devices.draft"],
-    "dfvg_replay": ["dfvg.tree", "models.draft.arch", "replay.call_overhead_ms"],
+    "dfvg_collect": ["dfvg.prompts", "token_speculation.tree", "models.target.dtype", "system.torch_devices.draft"],
+    "dfvg_replay": ["dfvg.prompts", "models.draft.arch", "replay.call_overhead_ms"],
 }
 
 

@@ -94,7 +94,7 @@ def test_kernel_writes_the_int8_reference_steps_and_its_registers_log_the_python
     assert kw.decoding.k.calls >= kw.processed >= sum(len(s[0]) for s in got)
 
 
-BRSD = OVERRIDES + ["algorithm=brsd", "models.draft.quantized=true"]
+BRSD = OVERRIDES + ["algorithm=brsd", "collect.draft=w8a8"]
 
 
 @pytest.fixture(scope="module")
@@ -165,8 +165,8 @@ def test_brsd_with_the_kernel_draft_equals_the_int8_reference(kernel, brsd):
     assert [kv(r) for r in ahead] == [_kernel_view_of_twin_log(kv(r)) for r in want_ahead]
 
 
-def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, brsd):
-    """collect.draft_kernel=u280: the collect stage builds the recipe, the draft's worker process loads the
+def test_collect_with_a_board_as_the_draft_runs_its_kernel_in_worker_processes(kernel, brsd):
+    """collect.draft=u280: the collect stage builds the recipe, the draft's worker process loads the
     library; the shard's problems and KVMU tables equal those of the torch int8 draft in-process."""
     from heterospec.collect import run_shard
     from heterospec.reasoning.collect_schemas import TABLES
@@ -180,7 +180,7 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
         return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "kvmu", "calls")}
 
     want = shard([], False)
-    got = shard(["collect.draft_kernel=u280"], True)
+    got = shard(["collect.draft=u280"], True)
     keys = ("problem_id", "prediction", "correct", "output", "stop", "steps", "draft_steps", "target_steps",
             "backtracks", "draft_tokens", "target_tokens", "prm_calls", "draft_ingested")
     view = lambda rows: [{k: r[k] for k in keys} for r in rows]           # noqa: E731
@@ -200,7 +200,7 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
     assert sum(r["draft_processed"] for r in got["problems"]) > sum(r["draft_processed"] for r in want["problems"])
     # a kernel generated anew (another template, other weights: another sha1) is not resumed from the journal
     from heterospec.collect import _journal_spec
-    cfg = compose_config(ov + ["collect.draft_kernel=u280"])
+    cfg = compose_config(ov + ["collect.draft=u280"])
     spec = lambda: _journal_spec(cfg, cfg.algorithm, paths, "synthetic", "sequential", "0of1")   # noqa: E731
     manifest = paths.hls_codegen("u280")
     before, text = spec(), manifest.read_text()
@@ -215,10 +215,10 @@ def test_collect_with_collect_draft_kernel_runs_it_in_worker_processes(kernel, b
 def test_one_line_errors(kernel, tmp_path):
     from heterospec.hls.kernel_draft import kernel_recipe
     cfg, paths, export, src, lib = kernel
-    with pytest.raises(UserError, match="collect.draft_kernel=zz: expected none or one of hls.boards"):
+    with pytest.raises(UserError, match="collect.draft=zz: expected model, w8a8 or one of hls.boards"):
         kernel_recipe(cfg, paths, "zz")
     elsewhere = SimpleNamespace(quantized_draft=paths.quantized_draft, hls_codegen=lambda b: tmp_path / b / "kernel.json")
-    with pytest.raises(UserError, match="collect.draft_kernel=u280: no generated kernel at .*hls codegen --board u280"):
+    with pytest.raises(UserError, match="collect.draft=u280: no generated kernel at .*hls codegen --board u280"):
         kernel_recipe(cfg, elsewhere, "u280")
     with pytest.raises(UserError, match="C\\+\\+ compiler 'no-such-g\\+\\+' not found.*install g\\+\\+"):
         build_library(src, tmp_path / "lib", cxx="no-such-g++")

@@ -257,11 +257,11 @@ def test_collect_cli_bad_shard_is_one_line(tmp_path):
 
 
 def test_quantized_draft_runs_as_the_draft(trio, trained_models, ci_quantized):
-    """models.draft.quantized=true: the W8A8 export drafts; reasoning still runs and traces its calls."""
+    """collect.draft=w8a8: the W8A8 export drafts; reasoning still runs and traces its calls."""
     cfg, _, checkpoints = trio
     thr = cfg.algorithm.threshold
-    ov = OVERRIDES + ["models.draft.quantized=true", f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}"]
-    _, qpaths = trained_models.run(OVERRIDES)     # the trio's run (models.draft.quantized would key a new float draft)
+    ov = OVERRIDES + ["collect.draft=w8a8", f"algorithm.threshold={thr}", f"algorithm.backtrack_threshold={thr}"]
+    _, qpaths = trained_models.run(OVERRIDES)     # the trio's run
     copy_quantized(ci_quantized, qpaths)     # the session's export of this trio's draft, by the quantize stage
     out = run_shard(compose_config(ov), qpaths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
     problems = read_parquet(out["problems"], TABLES["problems"])

@@ -186,8 +186,8 @@ def test_tree_wider_than_the_draft_devices_lanes_is_one_line(trio, no_model_load
     cfg, _, checkpoints = trio
     # the run's draft device an U280 (8 draft lanes): a 12-wide tree does not fit it
     cfg = compose_config(_overrides(cfg, "hardware@system.draft=u280", "algorithm.target_decoding=tree",
-                                    "dfvg.tree.max_width=12"))
-    with pytest.raises(UserError, match=r"^dfvg.tree.max_width=12 exceeds the 8 parallel draft lanes of 'u280'"):
+                                    "token_speculation.tree.max_width=12"))
+    with pytest.raises(UserError, match=r"^token_speculation.tree.max_width=12 exceeds the 8 parallel draft lanes of 'u280'"):
         Session(cfg, checkpoints, processes=False)
 
 

@@ -22,8 +22,9 @@ import pyarrow as pa
 
 from heterospec import stage
 from heterospec.config import dataset_config
-from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS
-from heterospec.config.collect_variants import own_draft, variant_config
+from heterospec.config.schema import COLLECT_GRID
+from heterospec.config.collect_variants import draft_implementation, own_draft, variant_config
+from heterospec.config.drafts import is_board
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.progress import progress
@@ -68,14 +69,15 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
     # not repeats: raising it keeps the journaled first repeats and runs only the new ones; not the grid either
     collect = OmegaConf.masked_copy(cfg.collect, [k for k in cfg.collect if k not in ("repeats", *COLLECT_GRID)])
     # a speculative target also reads the strategies' knobs and the draft device (heterospec.config.digest)
-    speculation = OmegaConf.masked_copy(cfg.dfvg, [*STRATEGY_KNOBS, "draft_kernel"])
+    speculation = cfg.token_speculation
     parts = [OmegaConf.to_yaml(n, resolve=True) for n in
              (dataset_config(cfg, dataset), alg, cfg.models, collect, cfg.system.torch_devices, speculation,
               cfg.system.draft)]
     parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in TABLES.values())]
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
-    if cfg.collect.draft_kernel != "none" and paths.hls_codegen(cfg.collect.draft_kernel).exists():
-        parts.append(paths.hls_codegen(cfg.collect.draft_kernel).read_text())  # a regenerated kernel drafts anew
+    impl = draft_implementation(cfg)
+    if is_board(impl) and paths.hls_codegen(impl).exists():
+        parts.append(paths.hls_codegen(impl).read_text())  # a regenerated kernel drafts anew
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()
 
 
@@ -106,7 +108,7 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
         # another draft implementation's timings stay out of the replay's fit and validation, which is all that
         # repeats are for: it runs once (the default's kernel and int8 collects would otherwise double)
         print(f"[collect] {algorithm}: runs each problem once (collect.repeats={repeats} serves the replay's "
-              f"validation, which does not read a variant drafted by {cfg.collect.variants[algorithm].draft})",
+              f"validation, which does not read a variant drafted by {draft_implementation(cfg, algorithm)})",
               file=sys.stderr)
         repeats = 1
     cfg = variant_config(cfg, overrides, algorithm)   # a variant sets algorithm keys and the draft (collect.variants)
@@ -125,15 +127,16 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
               f"done", file=sys.stderr)
     if todo:
         checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
-        if cfg.models.draft.quantized:  # the quantize stage's W8A8 export stands in for the draft
+        decodings = {}
+        impl = draft_implementation(cfg)
+        if impl == "w8a8":  # the quantize stage's W8A8 export stands in for the draft
             if not paths.quantized_draft.exists():
-                raise UserError(f"models.draft.quantized=true but {paths.quantized_draft} does not exist; "
+                raise UserError(f"collect.draft=w8a8 but {paths.quantized_draft} does not exist; "
                                 f"run the quantize stage first (python -m heterospec.quantize)")
             checkpoints["draft"] = str(paths.quantized_draft.parent.resolve())
-        decodings = {}
-        if cfg.collect.draft_kernel != "none":     # the generated HLS kernel drafts, from the W8A8 export
+        elif is_board(impl):     # the board's generated HLS kernel drafts, from the W8A8 export
             from heterospec.hls.kernel_draft import kernel_recipe
-            checkpoints["draft"], decodings["draft"] = kernel_recipe(cfg, paths, cfg.collect.draft_kernel)
+            checkpoints["draft"], decodings["draft"] = kernel_recipe(cfg, paths, impl)
         use_processes = cfg.collect.processes if processes is None else processes
         # the target speculates with the float draft, whatever the run's draft is (a W8A8 export is the FPGA's)
         with Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role, alg=alg,

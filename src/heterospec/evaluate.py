@@ -96,7 +96,7 @@ def plain_generator(cfg, role: str, path: str, tokenizer):
 
 def speculative_generator(cfg, draft_path: str, target_path: str):
     """prompt -> (text, tokens): the target's greedy decoding by token-level speculation with the draft (strategy
-    ``algorithm.target_sd``, knobs from ``dfvg``), both on the target's device; the strategy starts afresh per
+    ``algorithm.target_sd``, knobs from ``token_speculation``), both on the target's device; the strategy starts afresh per
     problem, as in a collect run."""
     from omegaconf import OmegaConf
 
@@ -107,7 +107,7 @@ def speculative_generator(cfg, draft_path: str, target_path: str):
     recipe = speculative_recipe(cfg, str(cfg.algorithm.target_sd), "algorithm.target_sd", draft_path, target_path)
     device = str(cfg.system.torch_devices["target"])
     pair = load_pair(draft_path, target_path, cfg.models.target.dtype, (device, device))
-    decoder = SpeculativeDecoder(pair, 0.0, cfg.seed, recipe.draft_kernel)
+    decoder = SpeculativeDecoder(pair, 0.0, cfg.seed, recipe.draft_decoder)
     knobs = OmegaConf.create(recipe.knobs)
 
     def generate(prompt: str) -> tuple[str, int]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from heterospec.config.collect_variants import variant_settings
+from heterospec.config.collect_variants import own_draft, variant_settings
 from heterospec.errors import UserError
 from heterospec.paths import EVAL_ROLES
 from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
@@ -173,7 +173,7 @@ class JobSizes:
         # variant drafting with another implementation (w8a8, a board's kernel) asks for one: its timings are not
         # the replay's, so on a small machine two such collects run side by side
         cores = 2 if len(on_cpu) == 3 else 3
-        if variant.draft != "model":
+        if not own_draft(self.cfg, algorithm):
             cores = 1
         processes = 4 if c.processes else 1
         # a target that writes by token-level speculation holds a copy of the draft beside it

@@ -38,10 +38,23 @@ def model_key(cfg, role: str, synthetic) -> str:
     for other in ROLES:
         if other not in keyed:
             models.pop(other, None)
-        elif isinstance(models[other].get("train"), dict):
+            continue
+        models[other] = _keyed_layout(models[other])
+        if isinstance(models[other].get("train"), dict):
             models[other]["train"] = _applies_to(other, models[other]["train"])
     text = OmegaConf.to_yaml(OmegaConf.create({"models": models, "task": synthetic.generator}))
     return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _keyed_layout(role: dict) -> dict:
+    """A role's settings in the layout its key hashes. ``quantized`` (always false) stays where it was, after
+    ``dtype``: the draft implementation moved to ``collect.draft``, and models trained before keep their keys."""
+    out = {}
+    for k, v in role.items():
+        out[k] = v
+        if k == "dtype":
+            out["quantized"] = False
+    return out
 
 
 # training settings that shape only one kind of role: an LM's key leaves out the PRM's and the reverse, so a setting

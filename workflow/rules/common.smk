@@ -7,7 +7,8 @@ from pathlib import Path
 from heterospec.config import compose_config, run_dir
 from heterospec.config.digest import ResolvedRun, digest
 from heterospec.config.snakemake import run_overrides, validate_config
-from heterospec.config.collect_variants import check_collect, is_variant, variant_settings
+from heterospec.config.collect_variants import check_collect, draft_implementation, is_variant
+from heterospec.config.drafts import is_board
 from heterospec.config.collect_variants import executors as collect_executors
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
@@ -83,7 +84,7 @@ def job_priority(stage):
 def variant_priority(name):
     """The collect variants run after the timed collects, the slowest draft first (the torch int8 reference, about 3 ms
     a token; then a board's kernel; then the run's own draft), so that the last to finish is a short one."""
-    return 10 + {"w8a8": 2, "model": 0}.get(CFG.collect.variants[name].draft, 1)
+    return 10 + {"w8a8": 2, "model": 0}.get(draft_implementation(CFG, name), 1)
 
 
 def prm_needs(wildcards):
@@ -96,12 +97,11 @@ def prm_needs(wildcards):
 def collect_inputs(wildcards):
     """The trio's models; a W8A8 draft's export; a kernel draft's library (the run's draft or the variant's)."""
     inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ROLES]}
-    draft = variant_settings(CFG, wildcards.algorithm, CFG.algorithm).draft
-    board = {"model": CFG.collect.draft_kernel, "w8a8": "none"}.get(draft, draft)
-    if CFG.models.draft.quantized or draft != "model" or board != "none":
+    draft = draft_implementation(CFG, wildcards.algorithm)
+    if draft != "model":  # the int8 export, in torch or as a board's kernel
         inputs["quantized_draft"] = str(PATHS.quantized_draft)
-    if board != "none":
-        inputs["kernel_library"] = str(PATHS.hls_lib(board))
+    if is_board(draft):
+        inputs["kernel_library"] = str(PATHS.hls_lib(draft))
     if is_variant(CFG, wildcards.algorithm):  # after the timed collects the replay validates: they run alone
         inputs["after"] = collections(plain=True)
     ds = RESOLVED.dataset(wildcards.dataset)

@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from heterospec.config.drafts import check_draft
 from heterospec.config.schema import Config, HardwareConfig, ScheduleConfig, SystemConfig, register
 from heterospec.errors import UserError
 
@@ -22,6 +23,23 @@ CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 RESULTS_DIR = Path("results")
 CONF_PATH_ENV = "HETEROSPEC_CONF_PATH"   # extra config folders (os.pathsep-separated), searched after conf/
 GROUP_SCHEMAS = {"hardware": HardwareConfig, "system": SystemConfig, "schedule": ScheduleConfig}
+
+# Keys that moved: an override or a config file that sets one stops with one line naming its replacement.
+RETIRED = {
+    "models.draft.quantized": "collect.draft=w8a8 (the one key that chooses the draft implementation)",
+    "collect.draft_kernel": "collect.draft=<board> (the one key that chooses the draft implementation)",
+    "dfvg.draft_kernel": "token_speculation.draft_decoder",
+    **{f"dfvg.{k}": f"token_speculation.{k}" for k in ("chain_length", "hf_start", "feedback", "tree")},
+}
+
+
+def retired(key: str) -> str | None:
+    """The replacement of a retired config key (or of a key under one), else None."""
+    key = re.sub(r"^models\.(prm|target)\.quantized$", "models.draft.quantized", key)
+    for old, new in RETIRED.items():
+        if key == old or key.startswith(old + "."):
+            return f"{key} is retired; use {new}" if key == old else f"{key} is retired; use {new}{key[len(old):]}"
+    return None
 
 
 def conf_dirs() -> list[Path]:
@@ -76,6 +94,8 @@ def _one_line(exc: BaseException) -> str:
         options = group_options(m.group(1))
         msg = f"'{m.group(2)}' is not a {m.group(1)} config; choose one of {options}"
     key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), "")
+    if key and retired(key):
+        return retired(key)
     if key and key not in msg:
         msg += f" (key: {key})"
     return msg
@@ -84,6 +104,10 @@ def _one_line(exc: BaseException) -> str:
 def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     """The resolved run config for these Hydra overrides; raises UserError with one line on any error."""
     overrides = list(overrides)
+    for o in overrides:
+        moved = retired(o.split("=", 1)[0].lstrip("+~"))
+        if moved:
+            raise UserError(f"config error: {moved}")
     register()
     extra = [f"file://{d.resolve()}" for d in conf_dirs()[1:]]
     search = [f"hydra.searchpath=[{','.join(extra)}]"] if extra else []
@@ -148,6 +172,10 @@ def _check(cfg: DictConfig) -> None:
             raise UserError(f"config error: datasets lists '{ds}', which is not one of {valid}")
     if not 0.0 <= cfg.algorithm.threshold <= 1.0:
         raise UserError(f"config error: algorithm.threshold={cfg.algorithm.threshold} must lie in [0, 1]")
+    try:
+        check_draft(str(cfg.collect.draft), "collect.draft", cfg.hls.boards)
+    except UserError as e:
+        raise UserError(f"config error: {e}") from None
 
 
 def dataset_config(cfg: DictConfig, name: str, overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:

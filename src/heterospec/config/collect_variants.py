@@ -5,15 +5,27 @@ config with some of its keys set (``brsd_sd``: BRSD whose target writes speculat
 implementation that writes (``brsd_u280``: the U280's generated kernel; ``brsd_w8a8``: the W8A8 export in torch).
 :func:`variant_config` turns a name into the run's config as that collect sees it; the models stay the run's, so a
 variant never trains anything of its own.
+
+The draft implementation is one key, ``collect.draft`` (a variant's ``draft`` over it), resolved by
+:func:`draft_implementation`, which the workflow, the collect stage and the job sizes all call.
 """
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from heterospec.config import compose_config, group_options
+from heterospec.config.drafts import check_draft
 from heterospec.errors import UserError
 
-DRAFTS = ("model", "w8a8")      # besides a board of hls.boards
+
+
+def draft_implementation(cfg: DictConfig, name: str | None = None) -> str:
+    """What drafts in collect ``name`` (None: the run's own collects): the variant's ``draft``, else ``collect.draft``:
+    ``model`` (the trained checkpoint in torch), ``w8a8`` (the quantize stage's int8 export in torch) or a board of
+    ``hls.boards`` (its generated kernel). Anything else is one line naming the key."""
+    own = str(cfg.collect.variants[name].draft) if name is not None and is_variant(cfg, name) else ""
+    impl, key = (own, f"collect.variants.{name}.draft") if own else (str(cfg.collect.draft), "collect.draft")
+    return check_draft(impl, key, cfg.hls.boards)
 
 
 def algorithm_configs() -> list[str]:
@@ -41,9 +53,7 @@ def _check_variant(cfg: DictConfig, name: str, known: list[str]) -> None:
     v = cfg.collect.variants[name]
     if v.algorithm not in known:
         raise UserError(f"collect.variants.{name}.algorithm: '{v.algorithm}', expected one of {known}")
-    if v.draft not in DRAFTS and v.draft not in cfg.hls.boards:
-        raise UserError(f"collect.variants.{name}.draft: '{v.draft}', expected one of {[*DRAFTS]} or a board of "
-                        f"hls.boards {list(cfg.hls.boards)}")
+    draft_implementation(cfg, name)
     extra = sorted(set(v.executors) - set(cfg.collect.executors))
     if extra:
         raise UserError(f"collect.variants.{name}.executors: {extra[0]!r} is not in collect.executors "
@@ -65,19 +75,19 @@ def is_variant(cfg: DictConfig, name: str) -> bool:
 
 
 def own_draft(cfg: DictConfig, name: str) -> bool:
-    """Whether collect ``name`` is drafted by the run's own draft (an algorithm config, or a variant with draft
-    ``model``): only such collects' timings feed the replay's fit and validation."""
-    return not is_variant(cfg, name) or cfg.collect.variants[name].draft == "model"
+    """Whether collect ``name`` is drafted by the run's own draft implementation (an algorithm config, or a variant
+    drafting as ``collect.draft`` does): only such collects' timings feed the replay's fit and validation."""
+    return draft_implementation(cfg, name) == draft_implementation(cfg)
 
 
 def variant_settings(cfg: DictConfig, name: str, base_algorithm: DictConfig) -> DictConfig:
     """What a collect named ``name`` runs with: ``{algorithm, draft}``, the algorithm being ``base_algorithm`` (the
     composed config the name or its variant names) with the variant's keys set."""
     if not is_variant(cfg, name):
-        return OmegaConf.create({"algorithm": base_algorithm, "draft": "model"})
+        return OmegaConf.create({"algorithm": base_algorithm, "draft": draft_implementation(cfg)})
     v = cfg.collect.variants[name]
     alg = OmegaConf.merge(base_algorithm, dict(v.overrides))
-    return OmegaConf.create({"algorithm": alg, "draft": str(v.draft)})
+    return OmegaConf.create({"algorithm": alg, "draft": draft_implementation(cfg, name)})
 
 
 def base_algorithm(cfg: DictConfig, name: str) -> str:
@@ -87,8 +97,8 @@ def base_algorithm(cfg: DictConfig, name: str) -> str:
 
 def variant_config(cfg: DictConfig, overrides: list[str], name: str) -> DictConfig:
     """The run's config as collect ``name`` sees it: ``algorithm`` composed from its config with the run's overrides
-    and the variant's keys; the draft set by the variant (``w8a8``: ``models.draft.quantized``; a board:
-    ``collect.draft_kernel``). A plain algorithm config leaves the draft as the run has it."""
+    and the variant's keys; ``collect.draft`` set to the variant's draft implementation. A plain algorithm config
+    leaves the draft as the run has it."""
     _check_name(cfg, name, algorithm_configs())
     base = base_algorithm(cfg, name)
     alg = cfg.algorithm if cfg.algorithm.name == base else compose_config([*overrides, f"algorithm={base}"]).algorithm
@@ -96,8 +106,5 @@ def variant_config(cfg: DictConfig, overrides: list[str], name: str) -> DictConf
     out = cfg.copy()
     with open_dict(out):
         out.algorithm = settings.algorithm
-        if settings.draft == "w8a8":
-            out.models.draft.quantized, out.collect.draft_kernel = True, "none"
-        elif settings.draft != "model":
-            out.models.draft.quantized, out.collect.draft_kernel = False, settings.draft
+        out.collect.draft = settings.draft
     return out

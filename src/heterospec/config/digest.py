@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec.config import compose_config, hardware
-from heterospec.config.schema import COLLECT_GRID, STRATEGY_KNOBS, CollectConfig
+from heterospec.config.schema import COLLECT_GRID, CollectConfig
 from heterospec.config.collect_variants import base_algorithm, is_variant, variant_settings
 from heterospec.errors import UserError
 
@@ -28,9 +28,8 @@ class Entries:
 
 
 # What token-level speculation with the run's draft reads (a speculative target write, the target_sd method): the
-# strategies' knobs and the draft device, whose fpga.draft_lanes bound the tree
-SPECULATION = (*(f"dfvg.{k}" for k in STRATEGY_KNOBS), "dfvg.draft_kernel",
-               Entries("hardware@system.draft", "system.draft", "system.draft.name"))
+# token_speculation group and the draft device, whose fpga.draft_lanes bound the tree
+SPECULATION = ("token_speculation", Entries("hardware@system.draft", "system.draft", "system.draft.name"))
 
 # how one collect runs: its section without the grid (adding a collect to the grid reruns no other)
 COLLECT_RUN = tuple(f"collect.{f.name}" for f in fields(CollectConfig) if f.name not in COLLECT_GRID)
@@ -63,7 +62,8 @@ READS: dict[str, tuple[str | Entries, ...]] = {
                                                           "step_ahead_sd", "hetero_sd"))),
     "replay_validate": ("replay", "models", "schedule", Entries("system", "system", "replay.validate_system"),
                         Entries("schedule", "schedule", "replay.validate_schedules")),
-    "dfvg_collect": ("dfvg", "models", "system.torch_devices", Entries("dataset", "dataset", ("synthetic",))),
+    "dfvg_collect": ("dfvg", "token_speculation", "models", "system.torch_devices",
+                     Entries("dataset", "dataset", ("synthetic",))),
     "dfvg_replay": ("dfvg", "models", "replay.call_overhead_ms"),
 }
 

@@ -58,7 +58,6 @@ class ModelRoleConfig:
     source: str = "train"            # train: trained here on the synthetic task; hub: a Hugging Face id or local path
     path: str = ""                   # hub id or local directory (source=hub)
     dtype: str = "float32"           # float32 | bfloat16 | float16
-    quantized: bool = False          # run the W8A8 export instead (draft only; see the quantize stage)
     arch: ArchConfig = field(default_factory=ArchConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -116,7 +115,7 @@ class AlgorithmConfig:
     temperature: float = 0.0         # 0 = greedy
     seed: int = 43
     # how the target writes its steps (rescues, backtrack rewrites, partial resumes): plain decoding, or token-level
-    # speculation with the run's draft and one of DFVG's strategies (knobs: the dfvg section); lossless when greedy
+    # speculation with the run's draft and one of DFVG's strategies (knobs: the token_speculation group); lossless when greedy
     target_decoding: str = "plain"   # plain | chain | hf_heuristic | feedback | tree
     # step_ahead executor, speculative target: the prefetch speculates too (on a real system it would compete with the
     # draft device drafting the step) or decodes plainly
@@ -205,11 +204,11 @@ ScheduleConfig = dict[str, Any]
 @dataclass
 class CollectVariant:
     """A named collect beside the algorithm configs (heterospec.config.collect_variants): an algorithm config with some of its
-    keys set, written by one draft implementation. Its traces lie under ``collect/<dataset>/<name>/`` and their
+    keys set, written by one draft implementation (``draft``, else the run's ``collect.draft``). Its traces lie under ``collect/<dataset>/<name>/`` and their
     ``algorithm`` column is the name, so Table III and ``collect_summary`` show it as a row of its own."""
     algorithm: str = MISSING         # the algorithm config it runs: rsd | brsd
     overrides: dict[str, Any] = field(default_factory=dict)    # algorithm keys set over it (target_decoding: chain)
-    draft: str = "model"             # model (the run's draft) | w8a8 (the quantize stage's export, in torch) | a board
+    draft: str = ""                  # the draft implementation (as collect.draft); empty: the run's collect.draft
     executors: list[str] = field(default_factory=list)    # which of collect.executors it runs (empty: all of them)
 
 
@@ -233,7 +232,10 @@ class CollectConfig:
     processes: bool = True           # one worker process per role (false: all in this process, for debugging)
     threads_per_role: int = 1        # torch threads in each role's worker
     repeats: int = 1                 # runs of each problem, in rounds; > 1: every run's timings (repeats table)
-    draft_kernel: str = "none"       # none, or a board of hls.boards: its generated HLS kernel (C++ on this CPU) drafts
+    # the draft implementation that writes the draft's steps (heterospec.config.collect_variants.draft_implementation):
+    # model (the trained checkpoint in torch) | w8a8 (the quantize stage's int8 export, in torch) | a board of hls.boards
+    # (its generated HLS kernel, C++ on this CPU, from the same export)
+    draft: str = "model"
 
 
 # which collects a run makes, not how any one of them runs: a collect job reads the rest of the section
@@ -242,7 +244,7 @@ COLLECT_GRID = ("algorithms", "executors", "variants")
 
 # ----------------------------------------------------------------------------- replay
 @dataclass
-class TokenSpeculationConfig:
+class SpeculationPricesConfig:
     """How the replay prices a target write made by token-level speculation (replay.schedules ending in _sd,
     target_sd): per DFVG strategy, tokens out per verification round (tau) and tokens drafted per round."""
     strategy: str = "chain"          # which strategy's numbers the replay uses
@@ -268,7 +270,7 @@ class ReplayConfig:
     prefetch_outcome: str = "auto"   # auto | recorded | simulated: rejected steps' target work (auto: paper profiles record)
     validate_system: str = "cpu3"    # the system our own traces were collected on
     validate_schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
-    token_speculation: TokenSpeculationConfig = field(default_factory=TokenSpeculationConfig)
+    token_speculation: SpeculationPricesConfig = field(default_factory=SpeculationPricesConfig)
 
 
 # ----------------------------------------------------------------------------- quantize / hls
@@ -313,9 +315,9 @@ class HlsConfig:
     vendor_tools: list[str] = field(default_factory=lambda: ["tapa", "vitis_hls", "v++"])
 
 
-# ----------------------------------------------------------------------------- dfvg
+# ----------------------------------------------------------------------------- token-level speculation
 @dataclass
-class DfvgFeedbackConfig:
+class FeedbackConfig:
     """DFVG's acceptance-feedback draft length (the semantics of its configs/draft_params.yaml)."""
     min_draft: int = 8               # the draft length never falls below this
     max_draft: int = 64              # ... nor grows above this
@@ -326,7 +328,7 @@ class DfvgFeedbackConfig:
 
 
 @dataclass
-class DfvgTreeConfig:
+class TreeConfig:
     """Confidence-driven dynamic draft tree: expand the likeliest nodes, prune unconfident branches."""
     max_width: int = 8               # nodes drafted per level: at most the FPGA's draft lanes (one weight pass)
     max_depth: int = 16              # levels, i.e. draft passes per tree
@@ -335,6 +337,20 @@ class DfvgTreeConfig:
     min_confidence: float = 0.4      # a branch stops once its cumulative draft probability falls below this
 
 
+@dataclass
+class TokenSpeculationConfig:
+    """Token-level speculative decoding (conf/token_speculation/): the drafting strategies' knobs and the draft's
+    decoder. DFVG's collection, a speculative target write in collect (algorithm.target_decoding) and the evaluate
+    stage's target_sd method all read this group; which strategy runs is theirs to say."""
+    name: str = "default"
+    chain_length: int = 8            # chain: draft tokens per round
+    hf_start: int = 20               # hf_heuristic: initial draft length (transformers' num_assistant_tokens)
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    draft_decoder: str = "auto"      # lean (Qwen2 drafts: the FPGA kernel's software twin) | hf | auto
+
+
+# ----------------------------------------------------------------------------- dfvg
 @dataclass
 class DfvgReplayConfig:
     """How DFVG's measured rounds are priced on modelled hardware (heterospec.replay.schedules.dfvg)."""
@@ -346,14 +362,10 @@ class DfvgReplayConfig:
     align_bytes_per_token: int = 4   # accepted-path token ids sent back to the FPGA per accepted token
 
 
-# the dfvg keys the drafting strategies read (heterospec.speculative.strategies.make_strategy): what a speculative
-# target write and the target_sd method read of this section, besides draft_kernel
-STRATEGY_KNOBS = ("chain_length", "hf_start", "feedback", "tree")
-
-
 @dataclass
 class DfvgConfig:
-    """DFVG token-level speculative decoding (conf/dfvg/): strategies, their knobs, collection and replay."""
+    """DFVG's own experiment (conf/dfvg/): which strategies it collects, on how many prompts, and its replay. The
+    strategies' knobs are the token_speculation group's."""
     name: str = "default"
     enabled: bool = False            # the dfvg experiment turns this on: its collect + replay rules join the run
     strategies: list[str] = field(default_factory=lambda: ["chain", "hf_heuristic", "feedback", "tree"])
@@ -362,12 +374,7 @@ class DfvgConfig:
     temperature: float = 0.0         # 0: greedy verification (lossless); > 0: speculative sampling over the tree
     seed: int = 0                    # sampling seed
     threads: int = 1                 # torch threads of the collection
-    chain_length: int = 8            # chain: draft tokens per round
-    hf_start: int = 20               # hf_heuristic: initial draft length (transformers' num_assistant_tokens)
-    feedback: DfvgFeedbackConfig = field(default_factory=DfvgFeedbackConfig)
-    tree: DfvgTreeConfig = field(default_factory=DfvgTreeConfig)
     draft_hardware: str = "u280"     # conf/hardware whose fpga.draft_lanes bound the tree
-    draft_kernel: str = "auto"       # lean (Qwen2 drafts: the FPGA kernel's software twin) | hf | auto
     replay: DfvgReplayConfig = field(default_factory=DfvgReplayConfig)
 
 
@@ -390,6 +397,7 @@ class Config:
     quantize: QuantizeConfig = field(default_factory=QuantizeConfig)
     hls: HlsConfig = MISSING
     dfvg: DfvgConfig = MISSING
+    token_speculation: TokenSpeculationConfig = MISSING
     paths: dict[str, str] = field(default_factory=dict)
 
 
@@ -405,3 +413,4 @@ def register() -> None:
     cs.store(group="hls", name="schema", node=HlsConfig)
     cs.store(group="replay", name="schema", node=ReplayConfig)
     cs.store(group="dfvg", name="schema", node=DfvgConfig)
+    cs.store(group="token_speculation", name="schema", node=TokenSpeculationConfig)

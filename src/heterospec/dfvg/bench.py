@@ -37,7 +37,7 @@ def _tau_rows(rounds: list[dict], label: str) -> tuple:
 def _decode(pair, cfg, items, strat):
     """Round traces of a strategy built outside the config (the equal-budget comparisons)."""
     from heterospec.speculative.decoder import SpeculativeDecoder
-    dec = SpeculativeDecoder(pair, draft_kernel=cfg.dfvg.draft_kernel)
+    dec = SpeculativeDecoder(pair, draft_decoder=cfg.token_speculation.draft_decoder)
     return [r for _, ids in items for r in dec.generate(ids, strat(), cfg.dfvg.max_new_tokens)[1]]
 
 
@@ -51,9 +51,9 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
           f"new tokens, {torch.get_num_threads()} thread(s); load average at start: {_load()}")
     methods = ["target_greedy", "hf_assisted", *cfg.dfvg.strategies]
     # the same strategies with the draft on Hugging Face's forward instead of the lean decoder: what the
-    # algorithm gains without the draft kernel
-    hf_kernel = OmegaConf.merge(cfg, {"dfvg": {"draft_kernel": "hf"}})
-    variants = {f"{s} (hf draft kernel)": s for s in ("chain", "tree") if s in cfg.dfvg.strategies}
+    # algorithm gains without the lean decoder
+    hf_kernel = OmegaConf.merge(cfg, {"token_speculation": {"draft_decoder": "hf"}})
+    variants = {f"{s} (hf draft decoder)": s for s in ("chain", "tree") if s in cfg.dfvg.strategies}
     methods += list(variants)
     run_method(pair, cfg, "target_greedy", items[:3])                      # warm up both models
     ref_rows, _ = run_method(pair, cfg, "target_greedy", items)
@@ -80,7 +80,7 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
     print(format_table(cols, rows))
     # the tree drafts a different number of tokens every round: compare it with the chains just shorter and
     # just longer than its mean, interpolated to the same mean number of drafted tokens
-    t = cfg.dfvg.tree
+    t = cfg.token_speculation.tree
     tree_rows = results["tree"][1] if "tree" in results else _decode(pair, cfg, items, lambda: Tree(
         t.max_width, t.max_depth, t.max_nodes, t.top_k, t.min_confidence))
     n_tree = sum(r["nodes"] for r in tree_rows) / len(tree_rows)
@@ -90,7 +90,7 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
     tau_chain = tau[lo] + (n_tree - lo) * (tau[hi] - tau[lo])
     tau_tree = (sum(r["accepted"] for r in tree_rows) + len(tree_rows)) / len(tree_rows)
     capped = _decode(pair, cfg, items, lambda: Tree(t.max_width, 8, 8, t.top_k, 0.0))   # branching alone
-    eq = [_tau_rows(tree_rows, "tree (dfvg.tree)"), _tau_rows(chains[lo], f"chain {lo}"),
+    eq = [_tau_rows(tree_rows, "tree (token_speculation.tree)"), _tau_rows(chains[lo], f"chain {lo}"),
           _tau_rows(chains[hi], f"chain {hi}"), _tau_rows(results["chain"][1], "chain 8") if "chain" in results
           else None, _tau_rows(capped, "tree, <= 8 nodes, depth <= 8, no pruning")]
     print(f"\nEqual drafted tokens per round: the tree drafts {n_tree:.2f} on average; chains of {lo} and {hi} "

@@ -38,7 +38,7 @@ def open_pair(cfg: DictConfig, paths: RunPaths) -> Pair:
 def strategy(cfg: DictConfig, name: str):
     from heterospec.config.hardware import device
     hw = device(cfg.dfvg.draft_hardware, cfg)
-    return make_strategy(name, cfg.dfvg, draft_lanes(hw), cfg.dfvg.draft_hardware)
+    return make_strategy(name, cfg.token_speculation, draft_lanes(hw), cfg.dfvg.draft_hardware)
 
 
 def run_method(pair: Pair, cfg: DictConfig, method: str, items: list[tuple[str, list[int]]],
@@ -47,7 +47,7 @@ def run_method(pair: Pair, cfg: DictConfig, method: str, items: list[tuple[str, 
     if method not in METHODS:
         raise UserError(f"unknown DFVG method '{method}'; choose one of {list(METHODS)}")
     d = cfg.dfvg
-    decoder = SpeculativeDecoder(pair, d.temperature, d.seed, d.draft_kernel) if method in STRATEGIES else None
+    decoder = SpeculativeDecoder(pair, d.temperature, d.seed, cfg.token_speculation.draft_decoder) if method in STRATEGIES else None
     gens, rounds = [], []
     for pid, ids in progress(items, desc=f"dfvg {method}", unit="prompt"):
         t0 = time.perf_counter()

@@ -272,7 +272,7 @@ class KernelRecipe:
 
         if spec.temperature > 0:
             raise UserError(f"algorithm.temperature={spec.temperature}: the kernel draft samples greedily; "
-                            f"set it to 0 or draft with torch (collect.draft_kernel=none)")
+                            f"set it to 0 or draft with torch (collect.draft=model)")
         man_path = Path(self.kernel_dir) / "kernel.json"
         if not man_path.is_file():
             raise UserError(f"{man_path}: no kernel manifest; generate the kernel (python -m heterospec.hls codegen "
@@ -294,19 +294,19 @@ class KernelRecipe:
 
 def kernel_recipe(cfg, paths, board: str) -> tuple[str, KernelRecipe]:
     """(the W8A8 export the kernel drafts from, the recipe) for a run whose draft is ``board``'s generated kernel
-    (``collect.draft_kernel``); the library is built here, once, before any worker starts. One line for each
+    (``collect.draft``); the library is built here, once, before any worker starts. One line for each
     missing piece, naming the stage that makes it."""
     from heterospec.hls.kernel_lib import build_library
 
     if board not in cfg.hls.boards:
-        raise UserError(f"collect.draft_kernel={board}: expected none or one of hls.boards {list(cfg.hls.boards)}")
+        raise UserError(f"collect.draft={board}: expected model, w8a8 or one of hls.boards {list(cfg.hls.boards)}")
     export = Path(paths.quantized_draft)
     if not export.exists():
-        raise UserError(f"collect.draft_kernel={board} drafts with the W8A8 export, but {export} does not exist; "
+        raise UserError(f"collect.draft={board} drafts with the W8A8 export, but {export} does not exist; "
                         f"run the quantize stage first (python -m heterospec.quantize)")
     kernel = Path(paths.hls_codegen(board))
     if not kernel.exists():
-        raise UserError(f"collect.draft_kernel={board}: no generated kernel at {kernel}; run "
+        raise UserError(f"collect.draft={board}: no generated kernel at {kernel}; run "
                         f"python -m heterospec.hls codegen --board {board}")
     lib = build_library(kernel.parent, cxx=cfg.hls.cxx)
     table = board_ms_table(cfg, board, json.loads(kernel.read_text()))

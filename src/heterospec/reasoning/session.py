@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import time
 
+from heterospec.config.collect_variants import draft_implementation
 from heterospec.errors import UserError
 from heterospec.grading import grade, last_boxed
 from heterospec.reasoning.controller import solve
@@ -34,7 +35,7 @@ def implementations(cfg, alg, decodings: dict | None) -> dict[str, str]:
     ``kernel:<board>`` for the generated kernel; ``+<strategy>`` when the target speculates."""
     m = cfg.models
     out = {r: str(m[r].dtype) for r in ("draft", "prm", "target")}
-    if m.draft.quantized:
+    if draft_implementation(cfg) == "w8a8":
         out["draft"] = "w8a8"
     recipe = (decodings or {}).get("draft")
     if recipe is not None:
@@ -80,7 +81,7 @@ class Session:
                                               dtype=m[r].dtype, threads=threads, prompt=m.prompt,
                                               delimiter=m.step_separator, step_token=m.prm_step_token,
                                               temperature=alg.temperature,
-                                              quantized=r == "draft" and m.draft.quantized,
+                                              quantized=r == "draft" and draft_implementation(cfg) == "w8a8",
                                               cpus=placement[r][0], nice=placement[r][1],
                                               decoding=(decodings or {}).get(r) or
                                               (target_decoding if r == "target" else None)))

@@ -28,7 +28,7 @@ class RoleSpec:
     delimiter: str = "\n\n"
     step_token: str = "<extra_0>"
     temperature: float = 0.0
-    quantized: bool = False  # draft only: path is a W8A8 export (models.draft.quantized)
+    quantized: bool = False  # draft only: path is a W8A8 export (collect.draft=w8a8)
     cpus: tuple[int, ...] = ()  # CPU cores the worker is pinned to (empty: any)
     nice: int = 0         # OS priority offset of the worker (speculative roles yield the CPU to the critical path)
     decoding: Any = None  # draft and target: a DecodingRecipe (reasoning.roles) for another way of writing; None: plain

@@ -67,9 +67,9 @@ class SpeculativeDecoder:
     """Draft + target with their caches; :meth:`generate` decodes one prompt with one strategy, :meth:`resume` and
     :meth:`round` let a caller (a reasoning step writer) continue any context round by round."""
 
-    def __init__(self, pair: Pair, temperature: float = 0.0, seed: int = 0, draft_kernel: str = "auto"):
+    def __init__(self, pair: Pair, temperature: float = 0.0, seed: int = 0, draft_decoder: str = "auto"):
         self.pair = pair
-        self.drafter = Drafter(pair.draft, draft_kernel)
+        self.drafter = Drafter(pair.draft, draft_decoder)
         self.verifier = Verifier(pair.target, temperature, seed)
         self.carry: list[int] = []          # drafted last round past the verified window (feedback's long chains)
         self.last: dict | None = None       # the last round's record, whose guess_hit the next round may settle

@@ -37,8 +37,8 @@ class Plan:
 class Drafter:
     """The draft model with its KV buffer; :meth:`build` proposes a tree, :meth:`accept` keeps the accepted path."""
 
-    def __init__(self, model, kernel: str = "auto"):
-        self.dec = draft_decoder(model, kernel)
+    def __init__(self, model, decoder: str = "auto"):
+        self.dec = draft_decoder(model, decoder)
         self.max_positions = self.dec.max_positions
         self.ids: list[int] = []          # tokens whose K/V sit in slots [0, len(ids))
         self.slots: list[int] = []        # per node of the last tree: its slot, or -1 if never fed

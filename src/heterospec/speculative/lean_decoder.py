@@ -22,7 +22,7 @@ class LeanDecoder:
         cfg = model.config
         if cfg.model_type != "qwen2":
             raise UserError(f"the lean draft decoder runs Qwen2 checkpoints; this draft is '{cfg.model_type}' "
-                            f"(dfvg.draft_kernel=auto or hf runs it)")
+                            f"(token_speculation.draft_decoder=auto or hf runs it)")
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
@@ -156,13 +156,13 @@ class HfDecoder:
         self.length = len(idx)
 
 
-def draft_decoder(model, kernel: str = "auto"):
+def draft_decoder(model, kind: str = "auto"):
     """``lean`` (Qwen2 only), ``hf``, or ``auto``: lean for Qwen2 checkpoints, else hf."""
-    if kernel == "auto":   # the lean decoder keeps its buffers on the CPU
+    if kind == "auto":   # the lean decoder keeps its buffers on the CPU
         on_cpu = next(model.parameters()).device.type == "cpu"
-        kernel = "lean" if model.config.model_type == "qwen2" and on_cpu else "hf"
-    if kernel == "lean":
+        kind = "lean" if model.config.model_type == "qwen2" and on_cpu else "hf"
+    if kind == "lean":
         return LeanDecoder(model)
-    if kernel == "hf":
+    if kind == "hf":
         return HfDecoder(model)
-    raise UserError(f"dfvg.draft_kernel={kernel!r}: expected auto, lean or hf")
+    raise UserError(f"token_speculation.draft_decoder={kind!r}: expected auto, lean or hf")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from heterospec.config.schema import STRATEGY_KNOBS
 from heterospec.errors import UserError
 from heterospec.models.decoding import Chunk, Decoding, PlainDecoding
 from heterospec.speculative.decoder import SpeculativeDecoder, check_tokenizers
@@ -61,12 +60,12 @@ class SpeculativeDecoding(Decoding):
 @dataclass
 class SpeculativeRecipe:
     """How a target worker builds its speculative decoding: the draft's checkpoint, the strategy and its knobs (the
-    ``dfvg`` config section as a plain dict), the draft device's lanes that bound a tree."""
+    ``token_speculation`` config section as a plain dict), the draft device's lanes that bound a tree."""
     draft_path: str
     strategy: str
     knobs: dict = field(default_factory=dict)
     lanes: int | None = None
-    draft_kernel: str = "auto"
+    draft_decoder: str = "auto"
     kind: str = "speculative"
 
     def build(self, spec) -> SpeculativeDecoding:
@@ -75,7 +74,7 @@ class SpeculativeRecipe:
 
         from heterospec.speculative.decoder import load_pair
         pair = load_pair(self.draft_path, spec.path, spec.dtype, (spec.device, spec.device))
-        decoder = SpeculativeDecoder(pair, spec.temperature, 0, self.draft_kernel)
+        decoder = SpeculativeDecoder(pair, spec.temperature, 0, self.draft_decoder)
         return SpeculativeDecoding(decoder, self.strategy, OmegaConf.create(self.knobs), self.lanes)
 
 
@@ -88,7 +87,7 @@ def check_strategy(strategy: str, key: str, plain: bool = False) -> None:
 
 def speculative_recipe(cfg, strategy: str, key: str, draft_path: str, target_path: str) -> SpeculativeRecipe:
     """The recipe of a target that writes with token-level speculation: ``strategy`` (the config ``key`` that names
-    it) with the ``dfvg`` section's knobs, the tree bounded by the lanes of the run's draft device where it has some
+    it) with the ``token_speculation`` section's knobs, the tree bounded by the lanes of the run's draft device where it has some
     (``system.draft.fpga.draft_lanes``), the draft at ``draft_path``. Bad input is one line, before any model
     loads: an unknown strategy, a tree wider than the lanes, a draft whose tokenizer is not the target's."""
     from omegaconf import OmegaConf
@@ -99,10 +98,10 @@ def speculative_recipe(cfg, strategy: str, key: str, draft_path: str, target_pat
     check_strategy(strategy, key)
     draft_device = Device.of(cfg.system.draft)
     lanes = draft_device.fabric.draft_lanes if draft_device.fabric is not None else None
-    make_strategy(strategy, cfg.dfvg, lanes, draft_device.name)     # checks the tree against the lanes
+    make_strategy(strategy, cfg.token_speculation, lanes, draft_device.name)     # checks the tree against the lanes
     try:
         check_tokenizers(load_tokenizer(draft_path, "draft"), load_tokenizer(target_path, "target"))
     except UserError as e:
         raise UserError(f"{key}={strategy}: draft {draft_path}: {e}") from None
-    knobs = OmegaConf.to_container(OmegaConf.masked_copy(cfg.dfvg, list(STRATEGY_KNOBS)), resolve=True)
-    return SpeculativeRecipe(str(draft_path), strategy, knobs, lanes, str(cfg.dfvg.draft_kernel))
+    knobs = OmegaConf.to_container(cfg.token_speculation, resolve=True)
+    return SpeculativeRecipe(str(draft_path), strategy, knobs, lanes, str(cfg.token_speculation.draft_decoder))

@@ -93,27 +93,28 @@ def draft_lanes(hw: Any) -> int:
 def check_tree(tree: Any, lanes: int, hw_name: str) -> None:
     """The tree must fit the accelerator: width <= lanes, nodes <= lanes x depth."""
     if tree.max_width > lanes:
-        raise UserError(f"dfvg.tree.max_width={tree.max_width} exceeds the {lanes} parallel draft lanes of "
+        raise UserError(f"token_speculation.tree.max_width={tree.max_width} exceeds the {lanes} parallel draft lanes of "
                         f"'{hw_name}' (fpga.draft_lanes)")
     if tree.max_nodes > lanes * tree.max_depth:
-        raise UserError(f"dfvg.tree.max_nodes={tree.max_nodes} exceeds what '{hw_name}' drafts in "
+        raise UserError(f"token_speculation.tree.max_nodes={tree.max_nodes} exceeds what '{hw_name}' drafts in "
                         f"{tree.max_depth} levels ({lanes} lanes x {tree.max_depth} = {lanes * tree.max_depth})")
     if min(tree.max_width, tree.max_depth, tree.max_nodes, tree.top_k) < 1:
-        raise UserError("dfvg.tree: max_width, max_depth, max_nodes and top_k must be >= 1")
+        raise UserError("token_speculation.tree: max_width, max_depth, max_nodes and top_k must be >= 1")
 
 
-def make_strategy(name: str, dfvg: Any, lanes: int | None = None, hw_name: str = "") -> Strategy:
-    """The strategy ``name`` with its knobs from the ``dfvg`` config (and the tree checked against ``lanes``)."""
+def make_strategy(name: str, knobs: Any, lanes: int | None = None, hw_name: str = "") -> Strategy:
+    """The strategy ``name`` with its knobs from the ``token_speculation`` config (and the tree checked against
+    ``lanes``)."""
     if name == "chain":
-        return Chain(int(dfvg.chain_length))
+        return Chain(int(knobs.chain_length))
     if name == "hf_heuristic":
-        return HfHeuristic(int(dfvg.hf_start))
+        return HfHeuristic(int(knobs.hf_start))
     if name == "feedback":
-        f = dfvg.feedback
+        f = knobs.feedback
         return Feedback(int(f.min_draft), int(f.max_draft), int(f.max_verify), float(f.threshold),
                         float(f.backoff), float(f.growth))
     if name == "tree":
-        t = dfvg.tree
+        t = knobs.tree
         if lanes is not None:
             check_tree(t, lanes, hw_name)
         return Tree(int(t.max_width), int(t.max_depth), int(t.max_nodes), int(t.top_k), float(t.min_confidence))
