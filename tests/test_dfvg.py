@@ -111,9 +111,9 @@ def test_greedy_is_lossless_for_every_strategy(pair_run, method):
     for pid, ids in prompts(cfg, pair.tokenizer):
         new, rounds = dec.generate(ids, strategy(cfg, method), cfg.dfvg.max_new_tokens)
         assert new == target_greedy(pair, ids, cfg.dfvg.max_new_tokens), (method, pid)
-        assert sum(r["accepted"] + 1 for r in rounds) >= len(new)
+        assert sum(r.accepted + 1 for r in rounds) >= len(new)
         # both caches hold exactly the committed context after every round (target: all but the pending token)
-        assert all(r["kv_target_after"] == r["kv_target"] + r["accepted"] + 1 for r in rounds)
+        assert all(r.kv_target_after == r.kv_target + r.accepted + 1 for r in rounds)
 
 
 def test_compacted_caches_equal_a_fresh_prefill(ci):
@@ -175,10 +175,9 @@ def test_trees_stay_within_the_lanes_and_adapt(ci):
     rounds = []
     for _, ids in prompts(cfg, pair.tokenizer):
         rounds += dec.generate(ids, strategy(cfg, "tree"), cfg.dfvg.max_new_tokens)[1]
-    assert all(r["width"] <= t.max_width <= 8 and r["nodes"] <= t.max_nodes and r["depth"] <= t.max_depth
-               for r in rounds)
-    assert len({r["nodes"] for r in rounds}) > 1 and len({r["depth"] for r in rounds}) > 1   # shape follows confidence
-    assert max(r["width"] for r in rounds) > 1
+    assert all(r.width <= t.max_width <= 8 and r.nodes <= t.max_nodes and r.depth <= t.max_depth for r in rounds)
+    assert len({r.nodes for r in rounds}) > 1 and len({r.depth for r in rounds}) > 1   # shape follows confidence
+    assert max(r.width for r in rounds) > 1
 
 
 def test_length_controllers():

@@ -77,5 +77,5 @@ def test_speculative_steps_resume_after_a_backtrack_and_record_their_rounds(tiny
         want, got = plain.write(ctx, len(ctx), 12), spec.write(ctx, len(ctx), 12)
         assert (got.tokens, got.complete, got.eos) == (want.tokens, want.complete, want.eos), ctx
         rounds = got.calls[-1].rounds
-        assert rounds and sum(r["kept"] for r in rounds) == len(got.tokens)
-        assert all(r["kept"] <= r["accepted"] + 1 and r["strategy"] == "chain" for r in rounds)
+        assert rounds and sum(r.kept for r in rounds) == len(got.tokens)
+        assert all(r.kept <= r.accepted + 1 and r.strategy == "chain" for r in rounds)

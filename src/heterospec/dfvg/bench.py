@@ -38,7 +38,7 @@ def _decode(pair, cfg, items, strat):
     """Round traces of a strategy built outside the config (the equal-budget comparisons)."""
     from heterospec.speculative.decoder import SpeculativeDecoder
     dec = SpeculativeDecoder(pair, draft_decoder=cfg.token_speculation.draft_decoder)
-    return [r for _, ids in items for r in dec.generate(ids, strat(), cfg.dfvg.max_new_tokens)[1]]
+    return [r.row() for _, ids in items for r in dec.generate(ids, strat(), cfg.dfvg.max_new_tokens)[1]]
 
 
 def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int = 3, n_prompts: int = 0) -> None:

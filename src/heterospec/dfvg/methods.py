@@ -64,6 +64,6 @@ def run_method(pair: Pair, cfg: DictConfig, method: str, items: list[tuple[str, 
         gens.append(dict(base, method=method, prompt_tokens=len(ids), new_tokens=len(new), rounds=len(rs),
                          wall_s=wall, identical=same, output=pair.tokenizer.decode(new, skip_special_tokens=True),
                          token_ids=new))
-        rounds += [dict(base, strategy=method, **r) for r in rs]
+        rounds += [r.row(**base, strategy=method) for r in rs]
     return gens, rounds
 

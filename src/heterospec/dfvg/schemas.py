@@ -3,31 +3,19 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from heterospec.speculative.rounds import round_fields
 from heterospec.store.parquet import versioned
 
 ROUNDS_SCHEMA = versioned("dfvg_rounds", 1, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("models", pa.string(), nullable=False),           # models config name of the pair
-    pa.field("strategy", pa.string(), nullable=False),
+    *round_fields("strategy", nullable=False),
     pa.field("temperature", pa.float64(), nullable=False),
     pa.field("prompt_id", pa.string(), nullable=False),
-    pa.field("round", pa.int32(), nullable=False),
-    pa.field("nodes", pa.int32(), nullable=False),             # drafted tokens the target verified (tree size)
-    pa.field("depth", pa.int32(), nullable=False),             # longest path in the verified tree
-    pa.field("width", pa.int32(), nullable=False),             # most nodes on one level
-    pa.field("drafted", pa.int32(), nullable=False),           # tokens the draft proposed this round (beyond carry)
-    pa.field("carried", pa.int32(), nullable=False),           # chain tokens drafted last round, verified now
-    pa.field("accepted", pa.int32(), nullable=False),          # drafted tokens accepted (the target adds one more)
-    pa.field("draft_passes", pa.int32(), nullable=False),      # draft forward passes (one per tree level)
-    pa.field("catch_up", pa.int32(), nullable=False),          # tokens the first draft pass ingested
-    pa.field("guess_hit", pa.bool_(), nullable=False),         # draft's main path accepted and its guess of the target's token right
-    pa.field("kv_target", pa.int32(), nullable=False),         # target KV length before / after the round
-    pa.field("kv_target_after", pa.int32(), nullable=False),
-    pa.field("kv_draft", pa.int32(), nullable=False),          # draft KV length before / after (after compaction)
-    pa.field("kv_draft_after", pa.int32(), nullable=False),
-    pa.field("draft_ms", pa.float64(), nullable=False),        # wall time growing the tree
-    pa.field("verify_ms", pa.float64(), nullable=False),       # wall time of the target pass + acceptance + compaction
-    pa.field("round_ms", pa.float64(), nullable=False),
+    # one verification round (heterospec.speculative.rounds.Round says what each column holds)
+    *round_fields("round", "nodes", "depth", "width", "drafted", "carried", "accepted", "draft_passes", "catch_up",
+                  "guess_hit", "kv_target", "kv_target_after", "kv_draft", "kv_draft_after", "draft_ms", "verify_ms",
+                  "round_ms", nullable=False),
 ])
 
 GENERATIONS_SCHEMA = versioned("dfvg_generations", 1, [

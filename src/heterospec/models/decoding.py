@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -21,7 +21,7 @@ from heterospec.models.prefix_cache import PrefixCache
 class Chunk:
     """The next tokens of a continuation, in order, each the one the role's own decoding would write."""
     tokens: list[int]
-    round: dict | None = None   # a token-level verification round's record (drafted, accepted, tree size, times)
+    round: Any = None           # a token-level verification round's record (heterospec.speculative.rounds.Round)
 
 
 class Decoding(ABC):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from heterospec.speculative.rounds import round_fields
 from heterospec.store import versioned
 
 _RUN = [
@@ -101,19 +102,9 @@ ROUNDS_TRACE_SCHEMA = versioned("collect_rounds", 1, _RUN + [
     pa.field("attempt", pa.int32()),
     pa.field("outcome", pa.string()),
     pa.field("start_ns", pa.int64()),
-    pa.field("round", pa.int32()),           # 0, 1, ... within the call
-    pa.field("strategy", pa.string()),       # chain | hf_heuristic | feedback | tree
-    pa.field("nodes", pa.int32()),           # draft tokens the target verified in the round's one pass (tree size)
-    pa.field("depth", pa.int32()),           # levels of that tree (a chain: its length)
-    pa.field("width", pa.int32()),           # nodes on its widest level
-    pa.field("drafted", pa.int32()),         # tokens the draft drafted this round (feedback: beyond the window too)
-    pa.field("carried", pa.int32()),         # tokens drafted in an earlier round, verified in this one (feedback)
-    pa.field("accepted", pa.int32()),        # drafted tokens the target accepted (it adds one of its own)
-    pa.field("kept", pa.int32()),            # of the round's tokens, those the step kept (it may end inside a round)
-    pa.field("draft_passes", pa.int32()),    # the draft's forward passes
-    pa.field("draft_ms", pa.float64()),      # wall time drafting
-    pa.field("verify_ms", pa.float64()),     # wall time of the target's verification pass
-    pa.field("kv_target", pa.int32()),       # tokens in the target's KV cache before the round
+    # the round (heterospec.speculative.rounds.Round says what each column holds)
+    *round_fields("round", "strategy", "nodes", "depth", "width", "drafted", "carried", "accepted", "kept",
+                  "draft_passes", "draft_ms", "verify_ms", "kv_target"),
 ])
 
 TABLES = {"calls": CALLS_TRACE_SCHEMA, "steps": STEPS_TRACE_SCHEMA, "problems": PROBLEMS_SCHEMA, "kvmu": KVMU_SCHEMA,

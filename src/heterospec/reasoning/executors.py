@@ -26,7 +26,7 @@ class Recorder:
     t0: int = field(default_factory=time.perf_counter_ns)
     rows: list[dict] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)
-    rounds: list[tuple[dict, list[dict]]] = field(default_factory=list)  # a speculative call's row and its rounds
+    rounds: list[tuple[dict, list]] = field(default_factory=list)  # a speculative call's row and its Round records
 
     def add(self, calls: list[Call], role: str, device: str, step: int, attempt: int, outcome: str,
             score: float | None = None, step_idx: int | None = None, impl: str | None = None) -> list[dict]:
@@ -44,11 +44,7 @@ class Recorder:
         """One row per token-level verification round of a speculative call (collect_rounds/v1), with its call's
         step and final outcome and its ``start_ns``, which joins it to the call's row."""
         keys = ("step_idx", "step", "attempt", "outcome", "start_ns")
-        return [dict({k: row[k] for k in keys}, round=i, strategy=r["strategy"], nodes=r["nodes"], depth=r["depth"],
-                     width=r["width"], drafted=r["drafted"], carried=r["carried"], accepted=r["accepted"],
-                     kept=r["kept"], draft_passes=r["draft_passes"], draft_ms=r["draft_ms"],
-                     verify_ms=r["verify_ms"], kv_target=r["kv_target"])
-                for row, rounds in self.rounds for i, r in enumerate(rounds)]
+        return [r.row(round=i, **{k: row[k] for k in keys}) for row, rounds in self.rounds for i, r in enumerate(rounds)]
 
     @staticmethod
     def relabel(rows: list[dict], outcome: str) -> None:

@@ -9,7 +9,7 @@ The PRM's role, ``StepScorer``, lives with the PRM protocol in :mod:`heterospec.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 
@@ -27,7 +27,7 @@ class Call:
     kv_len: int           # tokens already in the model's KV cache before the call
     start_ns: int         # time.perf_counter_ns(): one clock for every process on the machine
     end_ns: int
-    rounds: list[dict] = field(default_factory=list)  # token-level speculation: one record per verification round
+    rounds: list = field(default_factory=list)  # token-level speculation: one Round per verification round
     modelled_ms: float | None = None  # the accelerator's modelled time for the call on its board (the kernel draft)
 
 
@@ -95,7 +95,7 @@ class StepWriter:
         if board is not None:
             calls[0].modelled_ms, board = dec.modelled_ms - board, dec.modelled_ms
         tokens: list[int] = []
-        rounds: list[dict] = []
+        rounds: list = []
         kv1, p1, t1 = dec.held, dec.processed, time.perf_counter_ns()
         eos = complete = False
         while len(prior) + len(tokens) < max_tokens and not cancelled():
@@ -109,7 +109,7 @@ class StepWriter:
                 if complete:
                     break
             if chunk.round is not None:
-                rounds.append({**chunk.round, "kept": kept})
+                rounds.append(replace(chunk.round, kept=kept))
             dec.keep(kept, complete)
             if complete:
                 break

@@ -3,7 +3,7 @@ writes use).
 
 A round: the strategy plans, the draft grows a tree from the committed context, the target verifies it in one
 pass, the accepted path plus the target's next token are committed, both caches keep only that path. Each round
-leaves a trace row (:data:`heterospec.dfvg.schemas.ROUNDS_SCHEMA`).
+leaves a :class:`~heterospec.speculative.rounds.Round` record.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from heterospec.speculative.drafter import Drafter, Plan
+from heterospec.speculative.rounds import Round
 from heterospec.speculative.strategies import Strategy
 from heterospec.speculative.verify import Verifier
 from heterospec.errors import UserError
@@ -72,7 +73,7 @@ class SpeculativeDecoder:
         self.drafter = Drafter(pair.draft, draft_decoder)
         self.verifier = Verifier(pair.target, temperature, seed)
         self.carry: list[int] = []          # drafted last round past the verified window (feedback's long chains)
-        self.last: dict | None = None       # the last round's record, whose guess_hit the next round may settle
+        self.last: Round | None = None      # the last round's record, whose guess_hit the next round may settle
 
     def reset(self) -> None:
         """A new sequence: both caches empty."""
@@ -89,12 +90,12 @@ class SpeculativeDecoder:
         return self.verifier.resume(context)
 
     def _settle_guess(self, hit: bool) -> None:
-        if self.last is not None and self.last["guess_hit"] is None:
-            self.last["guess_hit"] = hit
+        if self.last is not None and self.last.guess_hit is None:
+            self.last.guess_hit = hit
         self.last = None
 
     @torch.no_grad()
-    def round(self, ctx: list[int], strategy: Strategy, room: int) -> tuple[list[int], dict]:
+    def round(self, ctx: list[int], strategy: Strategy, room: int) -> tuple[list[int], Round]:
         """One round after ``ctx`` (the target's cache holds all of it but its last token): the accepted tokens plus
         the target's next one (at most ``room`` are wanted; the tree is no deeper), and the round's trace record."""
         dec = self.drafter.dec
@@ -108,8 +109,8 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
         tree = self.drafter.build(ctx, plan, carry)
         t1 = time.perf_counter()
-        if self.last is not None and self.last["guess_hit"] is None:  # last round's main path was accepted:
-            self.last["guess_hit"] = self.drafter.guess == ctx[-1]    # was the bonus guessed?
+        if self.last is not None and self.last.guess_hit is None:  # last round's main path was accepted:
+            self.last.guess_hit = self.drafter.guess == ctx[-1]      # was the bonus guessed?
         window = tree.prefix(plan.verify) if plan.verify and len(tree) > plan.verify else tree
         path, nxt = self.verifier.verify(ctx, window)
         t2 = time.perf_counter()
@@ -126,7 +127,7 @@ class SpeculativeDecoder:
         new = [window.tokens[i] for i in path] + [nxt]
         strategy.update(len(window), len(path))
         widths = [window.depths.count(d) for d in range(1, window.depth + 1)]
-        self.last = dict(nodes=len(window), depth=window.depth, width=max(widths, default=0),
+        self.last = Round(nodes=len(window), depth=window.depth, width=max(widths, default=0),
                          drafted=len(tree) - carried, carried=carried, accepted=len(path),
                          draft_passes=dec.passes - passes0, catch_up=self.drafter.caught_up,
                          guess_hit=guess_hit, kv_target=kv_target, kv_draft=kv_draft,
@@ -136,8 +137,8 @@ class SpeculativeDecoder:
         return new, self.last
 
     @torch.no_grad()
-    def generate(self, prompt: list[int], strategy: Strategy, max_new: int) -> tuple[list[int], list[dict]]:
-        """New tokens (as plain decoding returns them) and one trace dict per verification round."""
+    def generate(self, prompt: list[int], strategy: Strategy, max_new: int) -> tuple[list[int], list[Round]]:
+        """New tokens (as plain decoding returns them) and one record per verification round."""
         max_pos = self.pair.max_positions
         check_prompt(len(prompt), max_pos)
         max_new = min(max_new, max_pos - len(prompt))
@@ -149,7 +150,7 @@ class SpeculativeDecoder:
         while len(ctx) - len(prompt) < max_new and not (eos is not None and eos in ctx[len(prompt):]):
             new, record = self.round(ctx, strategy, max_new - (len(ctx) - len(prompt)))
             ctx += new
-            rounds.append({"round": len(rounds), **record})
-            self.last = rounds[-1]
+            record.round = len(rounds)
+            rounds.append(record)
         self._settle_guess(False)
         return finish(ctx[len(prompt):], max_new, eos), rounds

@@ -10,7 +10,7 @@ draft device instead).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from heterospec.errors import UserError
 from heterospec.models.decoding import Chunk, Decoding, PlainDecoding
@@ -41,7 +41,7 @@ class SpeculativeDecoding(Decoding):
     def next(self, room: int) -> Chunk:
         new, record = self.decoder.round(self.ctx, self.strategy, room)
         self.ctx += new
-        return Chunk(new, dict(record, strategy=self.strategy_name))
+        return Chunk(new, replace(record, strategy=self.strategy_name))
 
     def plain(self, temperature: float) -> PlainDecoding:
         """The target alone, decoding plainly over the same loaded model (a KV cache of its own): for the writes

@@ -17,19 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from heterospec.speculative.rounds import Round
+
 TREE_BYTES_PER_NODE = 8       # int32 token id + int32 parent index
-
-
-@dataclass
-class Round:
-    nodes: int
-    width: int
-    accepted: int
-    draft_passes: int
-    catch_up: int
-    guess_hit: bool
-    kv_target: int
-    kv_draft: int
 
 
 @dataclass
