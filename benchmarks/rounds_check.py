@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from heterospec.replay.measured import MeasuredProfile, read_fit
 from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
 from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
-from heterospec.replay.validate import find_rounds
+from heterospec.replay.collect_traces import find_rounds
 from heterospec.text_table import format_table
 
 

@@ -18,7 +18,7 @@ from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
 from heterospec.reasoning.collect_schemas import TABLES
 from heterospec.replay.steps import steps_from_calls
-from heterospec.replay.validate import find_traces
+from heterospec.replay.collect_traces import find_traces
 from heterospec.store import read_parquet
 from heterospec.tasks import load_problems
 

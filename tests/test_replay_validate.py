@@ -196,7 +196,7 @@ def test_fit_calls_is_robust_and_positive():
 def test_mae_interval_is_the_bootstrap_spread_of_the_mean():
     import math
     import random
-    from heterospec.replay.validate import mae_interval
+    from heterospec.replay.noise import mae_interval
     rng = random.Random(5)
     errs = [rng.uniform(-0.2, 0.2) for _ in range(400)]
     mae = sum(abs(e) for e in errs) / len(errs)
@@ -219,7 +219,8 @@ def _rep(problem, repeat, calls, latency_ms):
 
 
 def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
-    from heterospec.replay.validate import fastest_calls, fit_table, min_latency
+    from heterospec.replay.collect_traces import fastest_calls, min_latency
+    from heterospec.replay.fit_traces import fit_table
     D, T = ("draft", "decode", 1, 4, 10), ("target", "decode", 0, 3, 14)
     P10, P14 = ("prm", "score", 4, 0, 10), ("prm", "score", 4, 0, 14)
     rows = (_rep("a", 0, [(*D, 0, 6), (*P10, 7, 9), (*T, 9, 9.8)], 10)
@@ -248,7 +249,8 @@ def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
 def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_bias(tmp_path):
     """repeat_spread worked by hand; replay_validation_summary's mean_bias_pct (signed) and noise_floor_pct."""
     import duckdb
-    from heterospec.replay.validate import VALIDATION_SCHEMA, repeat_spread
+    from heterospec.replay.validate import VALIDATION_SCHEMA
+    from heterospec.replay.noise import repeat_spread
     from heterospec.store import write_parquet
     from heterospec.store.catalog import build
     rows = (_rep("a", 0, [], 10) + _rep("a", 1, [], 12)
@@ -283,7 +285,7 @@ def test_tau_from_the_trace_gives_the_recorded_number_of_rounds():
     """Worked by hand: writes of 3 + 3 + 1 = 7 and 4 + 2 = 6 tokens in 5 recorded rounds. ceil(7 / tau) +
     ceil(6 / tau) <= 5 first holds at tau = 3 (3 + 2); below it, 3 + 3. Neither the mean of accepted + 1 (4) nor
     tokens per round (13 / 5 = 2.6) gives the recorded rounds."""
-    from heterospec.replay.validate import trace_speculation
+    from heterospec.replay.fit_traces import trace_speculation
     rows = [_round("a", 1, 3, accepted=3), _round("a", 1, 3, accepted=3), _round("a", 1, 1, accepted=3),
             _round("b", 2, 4, accepted=3), _round("b", 2, 2, accepted=3)]
     spec = trace_speculation(rows, "brsd_sd")
@@ -298,7 +300,7 @@ def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_f
     reach the plain target decode fit."""
     from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
     from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
-    from heterospec.replay.validate import fit_table
+    from heterospec.replay.fit_traces import fit_table
     rounds = [_round("a", k, 1, drafted=d, nodes=d, kv=kv, draft_ms=0.5 + 0.2 * d, verify_ms=1 + 0.1 * (d + 1))
               for k, (d, kv) in enumerate((d, kv) for d in (2, 3, 4, 5) for kv in (10, 30, 60))]
     call_ms = sum(r["draft_ms"] + r["verify_ms"] for r in rounds) + 0.3 * len(rounds)
@@ -348,7 +350,7 @@ def test_validation_covers_speculating_variants_but_not_other_drafts():
     """brsd_sd (the run's draft, target writes in rounds) is validated; brsd_u280 (the kernel drafts) and a
     speculating variant without recorded rounds are not."""
     from heterospec.config import compose_config
-    from heterospec.replay.validate import plain_traces
+    from heterospec.replay.collect_traces import plain_traces
     cfg = compose_config(["experiment=ci"])
     keys = [("rsd", "sequential"), ("brsd_sd", "sequential"), ("brsd_u280", "sequential")]
     calls, latency = {k: k for k in keys}, {(*k, "d", "p"): 1.0 for k in keys}
@@ -361,7 +363,7 @@ def test_validation_covers_speculating_variants_but_not_other_drafts():
 def test_draft_pace_is_each_jobs_draft_time_per_token_over_the_sequential_jobs():
     """Worked by hand: sequential jobs at 1 and 2 ms per draft token (pooled median 1.5), a step_ahead job at 3; the
     target's calls and the draft's prefills do not count."""
-    from heterospec.replay.validate import draft_pace
+    from heterospec.replay.noise import draft_pace
 
     def job(ms_per_token, n=4):
         rows = [dict(role="draft", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=ms_per_token * n)] * 3

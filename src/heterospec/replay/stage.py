@@ -65,7 +65,7 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
     if name not in profile_names():
         raise UserError(f"unknown latency profile '{name}'; choose one of {profile_names()}")
     if name == "measured":
-        from heterospec.replay.validate import measured_profile
+        from heterospec.replay.fit_traces import measured_profile
         prof = measured_profile(cfg, paths)
         return lambda system: prof
     if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (paper.draft_price)

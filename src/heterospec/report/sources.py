@@ -58,7 +58,7 @@ def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     from heterospec.replay.stage import (needs_speculation, prefetch_outcome, profile_factory, schedule_configs,
                                          system_configs, token_speculation)
     from heterospec.replay.steps import steps_from_calls
-    from heterospec.replay.validate import find_traces, plain_traces
+    from heterospec.replay.collect_traces import find_traces, plain_traces
 
     profiles = ours_profiles(cfg)
     if not profiles:

@@ -49,7 +49,7 @@ def _trace_sets(cfg: Any, paths: RunPaths) -> list[tuple[str, pa.Table]]:
     """(name, steps) of our sequential collect traces and of the artifact's imported traces, where present."""
     from heterospec.replay.importer import read_events
     from heterospec.replay.steps import steps_from_calls, steps_from_events
-    from heterospec.replay.validate import find_traces, plain_traces
+    from heterospec.replay.collect_traces import find_traces, plain_traces
 
     out = []
     calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))

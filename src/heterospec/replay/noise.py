@@ -1,0 +1,58 @@
+"""Noise statistics of the validation: how much of an error is the machine's. A bootstrap interval of the MAE over
+problems, the spread of two runs of the same problem (the noise floor a perfect replay would still score against one
+run), and each collect job's draft pace against the sequential jobs pooled (drift between jobs)."""
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+
+def mae_interval(errors: list[float], resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean absolute error: the problems resampled with replacement."""
+    n = len(errors)
+    if n == 0:
+        return float("nan"), float("nan")
+    a = [abs(e) for e in errors]
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(a, k=n)) / n for _ in range(resamples))
+    lo = int((1 - level) / 2 * resamples)
+    return means[lo], means[min(resamples - 1, resamples - 1 - lo)]
+
+
+def repeat_spread(rows: list[dict]) -> dict[tuple, float]:
+    """{(dataset, problem): spread} over ``collect_repeats/v1`` rows of one trace set and executor: the mean, over
+    every pair of the problem's repeats, of |a - b| / ((a + b) / 2) of their latencies. It is the error one
+    measurement scores as a prediction of another of the same problem on the same models: what a replay that
+    predicts every problem exactly right would still score against a single run (the noise floor of the MAE)."""
+    runs: dict[tuple, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["role"] == "controller":
+            runs[(r["dataset"], r["problem_id"])].append(r["end_ns"] / 1e6)
+    return {key: pair_spread(ms) for key, ms in sorted(runs.items()) if len(ms) > 1}
+
+
+def pair_spread(values: list[float]) -> float:
+    """The mean, over every pair of ``values`` (two or more measurements of the same work), of |a - b| / ((a + b) / 2)."""
+    pairs = [(a, b) for i, a in enumerate(values) for b in values[i + 1:]]
+    return sum(abs(a - b) / ((a + b) / 2) for a, b in pairs) / len(pairs)
+
+
+def draft_pace(calls: dict) -> dict[tuple, float]:
+    """{(trace_set, executor): pace}: the median draft decode time per token of each collect job over that of every
+    sequential job pooled. Every job runs the same draft on the same problems, so a pace away from 1 is load the
+    job met that the others did not (the fit pools the sequential jobs: it cannot price both)."""
+    per_token: dict[tuple, list[float]] = {}
+    for key, t in calls.items():
+        d = t.select(["role", "phase", "tokens_out", "wall_ms"]).to_pydict()
+        per_token[key] = [w / n for r, ph, n, w in zip(d["role"], d["phase"], d["tokens_out"], d["wall_ms"])
+                          if r == "draft" and ph == "decode" and n and n > 0 and w is not None]
+    pooled = [v for (_, ex), vs in per_token.items() if ex == "sequential" for v in vs]
+    if not pooled:
+        return {}
+    ref = _median(pooled)
+    return {k: _median(vs) / ref for k, vs in per_token.items() if vs and ref > 0}
+
+
+def _median(v: list[float]) -> float:
+    v = sorted(v)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
