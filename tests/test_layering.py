@@ -10,7 +10,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Lowest first. A top-level module or subpackage of heterospec belongs to exactly one layer.
 LAYERS = [
-    {"heterospec", "config", "errors", "paths", "store", "grading", "text_table", "stage", "manifests",
+    {"heterospec", "config", "errors", "paths", "store", "grading", "text_table", "stage", "manifests", "arrivals",
      "progress", "workflow_log"},  # leaves and shared plumbing
     {"ids", "precision", "shapes"},  # board and model ids; bytes per precision; published model shapes
     {"models", "tasks"},           # the trio and how one model decodes; the synthetic task and benchmarks
