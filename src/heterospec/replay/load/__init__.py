@@ -65,12 +65,12 @@ def serial_plan() -> DevicePlan:
 def replay_requests(requests: Sequence[tuple[float, TracedProblem | str]], system: System | SystemParams,
                     schedule: Any, profile: LatencyProfile, devices: DevicePlan | None = None, *,
                     problems: Sequence[TracedProblem] | pa.Table = (), speculation: SpeculationParams | None = None,
-                    recorded: bool | None = None, warmup: float = 0.0) -> LoadRun:
+                    recorded: bool | None = None, warmup: float | int = 0.0) -> LoadRun:
     """Replay ``requests``, each (arrival time in seconds, problem), on ``system`` under ``schedule`` (a name in
     conf/schedule or a Schedule) priced by ``profile``, the devices batching as ``devices`` says (None: every device
     at batch 1, :func:`serial_plan`). A problem may be named by its id (``TracedProblem.problem``) among
-    ``problems`` (TracedProblems or a steps table). The first ``warmup`` share of the requests is left out of the
-    aggregates. Returns every request's timing and the run's aggregates (:class:`LoadRun`)."""
+    ``problems`` (TracedProblems or a steps table). The first ``warmup`` share of the requests (an int: that many)
+    is left out of the aggregates. Returns every request's timing and the run's aggregates (:class:`LoadRun`)."""
     probs = _problems(problems)
     reqs = []
     for i, (t, p) in enumerate(requests):
@@ -79,13 +79,13 @@ def replay_requests(requests: Sequence[tuple[float, TracedProblem | str]], syste
         if reqs and t * 1e3 < reqs[-1].arrival:
             raise UserError(f"request {i}: arrival {t} s comes before the request above it; the times must be in order")
         reqs.append(Request(i, t * 1e3, _lookup(p, probs, i)))
-    return _simulate(reqs, system, schedule, profile, devices, speculation, recorded, warmup)
+    return _simulate(reqs, system, schedule, profile, devices, speculation, recorded, warmup, total=len(reqs))
 
 
 def replay_closed(problems: Sequence[TracedProblem], clients: int, think_s: float, system: System | SystemParams,
                   schedule: Any, profile: LatencyProfile, devices: DevicePlan | None = None, *,
                   speculation: SpeculationParams | None = None, recorded: bool | None = None,
-                  warmup: float = 0.0) -> LoadRun:
+                  warmup: float | int = 0.0) -> LoadRun:
     """A closed loop: ``clients`` users each send a request at time 0 and the next ``think_s`` after their last one
     finished, asking ``problems`` in order until every one was asked."""
     if clients < 1:
@@ -98,7 +98,7 @@ def replay_closed(problems: Sequence[TracedProblem], clients: int, think_s: floa
         if nxt[0] < len(queue):
             sim.add(Request(nxt[0], done.end + think_s * 1e3, queue[nxt[0]], client=done.client))
             nxt[0] += 1
-    return _simulate(first, system, schedule, profile, devices, speculation, recorded, warmup, follow)
+    return _simulate(first, system, schedule, profile, devices, speculation, recorded, warmup, len(queue), follow)
 
 
 def replay_arrivals(arrivals: Arrivals, problems: Sequence[TracedProblem], requests: int, system, schedule, profile,
@@ -135,9 +135,9 @@ def _lookup(p, probs: dict, i: int) -> TracedProblem:
     return probs[p]
 
 
-def _simulate(reqs: list[Request], system, schedule, profile, devices, speculation, recorded, warmup,
+def _simulate(reqs: list[Request], system, schedule, profile, devices, speculation, recorded, warmup, total: int,
               follow=None) -> LoadRun:
-    if not 0 <= warmup < 1:
+    if isinstance(warmup, float) and not 0 <= warmup < 1:
         raise UserError(f"load.warmup: {warmup}, expected a share of the requests in [0, 1)")
     sysp = system if isinstance(system, SystemParams) else SystemParams.of(system)
     plan = devices or serial_plan()
@@ -145,13 +145,14 @@ def _simulate(reqs: list[Request], system, schedule, profile, devices, speculati
     sim = Simulation(schedule, ctx, make_servers(plan.policies, plan.bounds, plan.curves))
     if follow is not None:
         sim.on_done = lambda r: follow(r, sim)
-    done = sim.run(reqs)
-    if not done:
+    if not total:
         raise UserError("the load replay got no requests")
+    counted_from = warmup if isinstance(warmup, int) else int(math.floor(warmup * total))
+    counted_from = min(counted_from, total - 1)
+    done = sim.run(reqs, marks={counted_from, total - 1})
     done.sort(key=lambda r: r.index)
     n = len(done)
-    counted_from = int(math.floor(warmup * n))
-    first, last = done[min(counted_from, n - 1)], max(done, key=lambda r: (r.arrival, r.index))
+    first, last = done[counted_from], done[n - 1]
     b0, b1 = sim.books[first.index], sim.books[last.index]
     busy = {r: b1[r][0] - b0[r][0] for r in RESOURCES}
     batch = {r: (b1[r][1] - b0[r][1]) / busy[r] if busy[r] > 0 else 0.0 for r in DEVICES}

@@ -1,11 +1,14 @@
 """What a load run measured: per request (``LOAD_REQUESTS_SCHEMA``), per load point (``LOAD_POINTS_SCHEMA``) and the
 capacity at the SLO (``LOAD_CAPACITY_SCHEMA``).
 
-A load point's aggregates count the requests after the first ``warmup`` share of them (the system starts empty):
-latency percentiles, the mean time to the first accepted step and the mean wait per device over those requests;
-throughput, device utilisation and energy over the *window* from the first counted arrival to the last arrival (the
-offered load still arriving, so a saturated system shows its service rate, not its drain). Energy: each device at its
-active power while it works and its idle power otherwise, over the window, divided by the requests finished in it.
+A load point's aggregates count the requests after its warm-up ones (the system starts empty; the warm-up should
+last as long as a request, so the system has filled): latency percentiles, the mean time to the first accepted step
+and the mean wait per device over those requests; throughput, device utilisation and energy over the *window* from the
+first counted arrival to the last arrival (the offered load still arriving, so a saturated system shows its service
+rate, not its drain). The system *keeps up* when the requests finished in the window are at least ``KEEP_UP`` of those
+that arrived in it: in a steady state as many leave as arrive; past capacity the queue grows and only the service
+rate leaves. Energy: each device at its active power while it works and its idle power otherwise, over the window,
+divided by the requests finished in it.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import pyarrow as pa
 
 from heterospec.replay.engines import DEVICES, RESOURCES
 from heterospec.store.parquet import versioned
+
+KEEP_UP = 0.9   # finished / arrived within the window: below this the queue grows (Poisson noise stays well above)
 
 _KEYS = [
     pa.field("run", pa.string(), nullable=False),
@@ -49,7 +54,10 @@ LOAD_POINTS_SCHEMA = versioned("load_points", 1, [
     pa.field("clients", pa.int32()),                        # closed loop; null otherwise
     pa.field("requests", pa.int32(), nullable=False),
     pa.field("counted", pa.int32(), nullable=False),
-    pa.field("throughput_rps", pa.float64(), nullable=False),
+    pa.field("window_s", pa.float64(), nullable=False),     # first counted arrival to the last arrival
+    pa.field("offered_rps", pa.float64(), nullable=False),  # requests that arrived in the window per second
+    pa.field("throughput_rps", pa.float64(), nullable=False),   # requests that finished in the window per second
+    pa.field("keeps_up", pa.bool_(), nullable=False),       # throughput >= KEEP_UP x offered
     pa.field("goodput_tok_s", pa.float64(), nullable=False),   # accepted tokens per second
     pa.field("latency_mean_s", pa.float64(), nullable=False),
     pa.field("p50_s", pa.float64(), nullable=False),
@@ -104,15 +112,15 @@ def point_row(reqs: list, counted_from: int, window: tuple[float, float], busy: 
     t0, t1 = window
     span = t1 - t0
     finished = [r for r in reqs if t0 <= r.end <= t1]
-    if span <= 0 or not finished:   # too few requests to have a window: everything finished counts
-        t0, t1 = min(r.arrival for r in reqs), max(r.end for r in reqs)
-        span, finished = t1 - t0, reqs
+    arrived = sum(1 for r in reqs if t0 < r.arrival <= t1)   # the first counted one opens the window
     firsts = [(r.first_step - r.arrival) / 1e3 for r in counted if not math.isnan(r.first_step)]
     active, idle = power
     energy = sum(active[d] * busy[d] + idle[d] * max(span - busy[d], 0.0) for d in DEVICES) / 1e3
     return dict(
-        **keys, requests=len(reqs), counted=len(counted),
+        **keys, requests=len(reqs), counted=len(counted), window_s=span / 1e3,
+        offered_rps=arrived / span * 1e3 if span > 0 else math.inf,
         throughput_rps=len(finished) / span * 1e3 if span > 0 else 0.0,
+        keeps_up=span > 0 and len(finished) >= KEEP_UP * arrived,
         goodput_tok_s=sum(r.problem.accepted_tokens for r in finished) / span * 1e3 if span > 0 else 0.0,
         latency_mean_s=float(np.mean(lat)) if lat else math.nan,
         p50_s=percentile(lat, 50), p90_s=percentile(lat, 90), p99_s=percentile(lat, 99),

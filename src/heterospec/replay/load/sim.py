@@ -52,6 +52,7 @@ class Simulation:
         self.yields = dict(ctx.system.yields_to)
         self.now = 0.0
         self.done: list[Request] = []
+        self._touched: set = set()     # devices whose state changed at this instant
         self.on_done: Callable[[Request], None] | None = None
 
     # ------------------------------------------------------------------ requests
@@ -94,6 +95,7 @@ class Simulation:
             self._end(j, now, now)
         else:
             self.servers[j.res].offer(j, now)
+            self._touched.add(j.res)
 
     def _end(self, j: Job, start: float, end: float) -> None:
         j.start, j.end, j.work, j.done = start, end, j.final, True
@@ -119,6 +121,8 @@ class Simulation:
         if c.pending > 0:
             return
         server = self.servers[c.res]
+        server.advance(self.now)
+        self._touched.add(c.res)
         if math.isnan(c.start):
             if c in server.queue:
                 c.final = min(c.final, c.atomic)
@@ -138,46 +142,63 @@ class Simulation:
             self.on_done(req)
 
     # ------------------------------------------------------------------ the event loop
-    def run(self, arrivals: list[Request]) -> list[Request]:
+    def run(self, arrivals: list[Request], marks: set = frozenset()) -> list[Request]:
         """Every request of ``arrivals`` (in arrival order; more may be added by ``on_done``, see :meth:`add`) to
-        its end. The devices' books are read as each request arrives (:attr:`books`: request index -> resource ->
-        (busy ms, batch ms) so far), so any two arrivals bound a window of them."""
+        its end. The devices' books are read as each request whose index is in ``marks`` arrives (:attr:`books`:
+        request index -> resource -> (busy ms, batch ms) so far), so two of them bound a window."""
         self._arrivals: list = []
         for r in arrivals:
             self.add(r)
-        servers = list(self.servers.values())
+        servers = self.servers
+        nxt = dict.fromkeys(servers, math.inf)   # each device's next end, recomputed when it was touched
         self.books: dict = {}
+        touched = self._touched
         while True:
             t_arr = self._arrivals[0][0] if self._arrivals else math.inf
-            t_end = min((s.next_end() for s in servers), default=math.inf)
-            t = min(t_arr, t_end)
+            t_end = min(nxt.values())
+            t = t_arr if t_arr < t_end else t_end
             if t == math.inf:
                 break
-            for s in servers:
-                s.advance(t)
             self.now = t
-            for s in servers:
-                for j in s.ended(t):
-                    self._end(j, j.start, t)
+            if t_end <= t:
+                for r, s in servers.items():
+                    if nxt[r] <= t:
+                        s.advance(t)
+                        touched.add(r)
+                        for j in s.ended(t):
+                            self._end(j, j.start, t)
             while self._arrivals and self._arrivals[0][0] <= t:
                 req = heapq.heappop(self._arrivals)[2]
-                self.books[req.index] = {r: (s.busy_ms, s.batch_ms) for r, s in self.servers.items()}
+                if req.index in marks:
+                    for s in servers.values():
+                        s.advance(t)
+                    self.books[req.index] = {r: (s.busy_ms, s.batch_ms) for r, s in servers.items()}
                 self.arrive(req)
             self._settle()
+            for r in touched:
+                nxt[r] = servers[r].next_end()
+            touched.clear()
         return self.done
 
     def add(self, req: Request) -> None:
         heapq.heappush(self._arrivals, (req.arrival, req.index, req))
 
     def _settle(self) -> None:
-        """Start what each device's policy allows, until nothing changes (a started operation may end at once only
-        through a cut, which ends it on the spot), then pause the devices whose owner is busy."""
+        """Start what the policies of the devices touched at this instant allow, then pause the devices whose owner
+        is busy (nothing started ends at once: only a cut ends an operation on the spot)."""
         now = self.now
-        for s in self.servers.values():
+        for r in list(self._touched):
+            s = self.servers[r]
+            s.advance(now)
             for j in s.fill(now):
                 j.start = now
         for res, owner in self.yields.items():
-            self.servers[res].pause(self.servers[owner].busy)
+            s = self.servers[res]
+            busy = self.servers[owner].busy
+            if busy != s.paused:
+                s.advance(now)
+                s.pause(busy)
+                self._touched.add(res)
 
 
 def make_servers(policies: dict, bounds: dict, slowdowns: dict) -> dict:
