@@ -16,6 +16,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--trace-set", help="import: the trace set (a folder under replay.traces, e.g. with_bt)")
     p.add_argument("--fit-on", metavar="TRACES", help="validate: fit the measured profile on this trace set's "
                    "sequential calls only (e.g. brsd) and predict the others: a held-out check; saves nothing")
+    p.add_argument("--workers", type=int, help="load: worker processes (default load.workers)")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.action == "import":
@@ -26,7 +27,10 @@ def main(argv: list[str]) -> None:
         run_stage(cfg, paths, args.overrides)
     elif args.action in ("load", "load-point"):
         from heterospec.replay.load.stage import point_stage, run_stage as load_stage
-        (load_stage if args.action == "load" else point_stage)(cfg, paths, args.overrides)
+        if args.action == "load":
+            load_stage(cfg, paths, args.overrides, workers=args.workers)
+        else:
+            point_stage(cfg, paths, args.overrides)
     else:
         validate(cfg, paths, args.overrides, fit_on=args.fit_on)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from heterospec.report import load_figures
 from heterospec.report.plot import grouped_bars, legend_right, panels
 
 SYSTEMS = {"gpu3": "3× RTX 3090", "hetero_u280": "U280 + 2× 3090", "hetero_v80": "V80 + 2× 3090",
@@ -356,4 +357,7 @@ FIGURES: dict[str, Figure] = {
     "hls_breakdown": Figure("hls_breakdown", hls_breakdown, "HLS"),
     "kvmu_resources": Figure("kvmu_synth", kvmu_resources, "HLS"),
     "sweep": Figure("sweep_systems", sweep, "Sweep"),
+    "load_latency": Figure("load_curve", load_figures.load_latency, "Load"),
+    "load_capacity": Figure("load_capacity_summary", load_figures.load_capacity, "Load"),
+    "load_utilisation": Figure("load_capacity_summary", load_figures.load_utilisation, "Load"),
 }

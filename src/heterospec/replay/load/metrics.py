@@ -78,8 +78,9 @@ LOAD_CAPACITY_SCHEMA = versioned("load_capacity", 1, [
     pa.field("unloaded_s", pa.float64(), nullable=False),    # that percentile with one request at a time
     pa.field("capacity_rps", pa.float64(), nullable=False),  # the largest Poisson rate meeting the SLO (0: none)
     pa.field("goodput_tok_s", pa.float64(), nullable=False),  # at capacity
-    pa.field("bottleneck", pa.string(), nullable=False),     # the busiest device at capacity
+    pa.field("bottleneck", pa.string(), nullable=False),     # the device requests wait longest for at capacity
     *[pa.field(f"util_{r}", pa.float64(), nullable=False) for r in DEVICES],
+    *[pa.field(f"queue_{r}_ms", pa.float64(), nullable=False) for r in DEVICES],   # mean wait per request
     pa.field("evaluations", pa.int32(), nullable=False),     # load points the search ran
     pa.field("devices", pa.string(), nullable=False),
 ])

@@ -20,6 +20,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -136,11 +137,10 @@ def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, pr
                 profile: LatencyProfile | None = None) -> DevicePlan:
     """The devices of ``system`` under load as the ``load`` section configures them, priced for ``profile_name``
     (the paper profiles' batch curves and memory are the paper's Config1 models'; the others the run's models)."""
-    from heterospec.config import compose_config
     from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
     from heterospec.replay.load.prices import fit_batch_prices
     kind = profile_kind(profile_name)
-    models = compose_config(["models=config1"]).models if kind == "paper" else cfg.models
+    models = _config1_models() if kind == "paper" else cfg.models
     batch_fit = None
     prices = paths.root / "replay" / "batch_prices.parquet"
     if kind == "measured" and prices.exists():
@@ -152,6 +152,13 @@ def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, pr
                            prm_tokens=step_tokens(problems), max_context=max_context(problems, with_prompt),
                            checkpoints=checkpoints, overheads=dict(cfg.replay.call_overhead_ms))
     return plan_devices(system, settings_of(cfg.load), inputs)
+
+
+@lru_cache(maxsize=1)
+def _config1_models():
+    """The paper's Config1 models (what the paper profiles price)."""
+    from heterospec.config import compose_config
+    return compose_config(["models=config1"]).models
 
 
 def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
@@ -167,6 +174,8 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
     sets = trace_sets(cfg, paths, {METHODS[m][0] for m in cfg.load.methods})
     factory = profile_factory(str(cfg.load.profile), cfg, paths)
     spec = token_speculation(cfg) if any(m.endswith("_sd") for m in cfg.load.methods) else None
+    from heterospec.replay.schedules import get_schedule
+    schedules: dict[str, Any] = {}
     out = []
     for name in cfg.load.systems:
         system = hw_system(name, cfg)
@@ -174,10 +183,11 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
         for method in cfg.load.methods:
             fam, gpu, fpga = METHODS[method]
             ts, probs = sets[fam]
-            sched = compose_schedule(cfg, overrides, fpga if system.draft.kind == "fpga" else gpu, "load.methods")
-            from heterospec.replay.schedules import get_schedule
+            sched = fpga if system.draft.kind == "fpga" else gpu
+            if sched not in schedules:
+                schedules[sched] = get_schedule(compose_schedule(cfg, overrides, sched, "load.methods"))
             plan = device_plan(cfg, paths, system, str(cfg.load.profile), probs, profile)
-            out.append(Job(system, method, ts, get_schedule(sched), probs, profile, plan, spec, prefetch_outcome(cfg)))
+            out.append(Job(system, method, ts, schedules[sched], probs, profile, plan, spec, prefetch_outcome(cfg)))
     return out
 
 
@@ -254,12 +264,17 @@ def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, d
     found = search(measure, slo_s, start, int(cfg.load.search_steps)) if base <= slo_s else None
     entries = [_entry(job, cfg, run, "search", rate) for rate, _, run in (found.tried if found else [])]
     best = found.best if found else None
-    util = {d: (best.point[f"util_{d}"] if best else 0.0) for d in ("draft", "prm", "target")}
+    devs = ("draft", "prm", "target")
+    util = {d: (best.point[f"util_{d}"] if best else 0.0) for d in devs}
+    wait = {d: (best.point[f"queue_{d}_ms"] if best else 0.0) for d in devs}
+    # the bottleneck: where requests queue longest (a batching device is busy whenever it holds anything)
     row = dict(run=cfg.name, **job.keys, percentile=q, slo_s=slo_s, unloaded_s=base,
                capacity_rps=found.capacity if found else 0.0,
                goodput_tok_s=best.point["goodput_tok_s"] if best else 0.0,
-               bottleneck=max(util, key=util.get) if best else "none: unloaded latency above the SLO",
-               **{f"util_{d}": v for d, v in util.items()}, evaluations=len(entries), devices=job.plan.describe())
+               bottleneck=max(devs, key=lambda d: (wait[d], util[d])) if best else
+               "none: unloaded latency above the SLO",
+               **{f"util_{d}": v for d, v in util.items()}, **{f"queue_{d}_ms": v for d, v in wait.items()},
+               evaluations=len(entries), devices=job.plan.describe())
     return entries, row
 
 
@@ -310,18 +325,19 @@ def _tables(entries: list) -> tuple[pa.Table, pa.Table]:
             pa.Table.from_pylist(requests, schema=LOAD_REQUESTS_SCHEMA))
 
 
-def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
-    """Capacity and latency curves for every load.systems x load.methods (module docstring)."""
+def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | None = None) -> pa.Table:
+    """Capacity and latency curves for every load.systems x load.methods (module docstring), in ``workers``
+    processes (default ``load.workers``)."""
     t0 = time.perf_counter()
     if int(cfg.load.requests) < 2:
         raise UserError(f"load.requests: {cfg.load.requests}, expected 2 or more per load point")
     bad = [f for f in cfg.load.curve if not f > 0]
     if bad:
         raise UserError(f"load.curve: {bad}; expected fractions of capacity > 0")
+    workers = int(workers or cfg.load.workers)
     jobs = make_jobs(cfg, paths, overrides)
-    solo = _in_workers(alone, jobs, int(cfg.load.workers))
+    solo = _in_workers(alone, jobs, workers)
     slo_s = slo_limit(cfg, {f"{j.system.name}/{j.method}": a.latencies for j, a in zip(jobs, solo)})
-    workers = int(cfg.load.workers)
     found = _in_workers(lambda k: capacity_job(jobs[k], cfg, slo_s, solo[k]), list(range(len(jobs))), workers)
     top: dict[str, float] = {}
     for job, (_, row) in zip(jobs, found):
