@@ -248,3 +248,41 @@ def test_fpga_draft_lanes_and_batch_passes():
     for b in (2, 4, 8):
         many = token_ms(arch, 32, 128, board, 200.0, d, 512, batch=b)[0]
         assert one < many < b * one
+
+
+def test_measured_prices_batch_on_the_cpu_trio():
+    """The serving executor's case: system cpu3 (the target yields to the PRM's core), the measured profile, batch
+    prices measured as a pass costing 4 ms + 1 ms per sequence: a saturated target batches and serves more than
+    batch 1 would; requests named by problem id."""
+    from heterospec.replay.measured import MeasuredProfile
+    profile = MeasuredProfile({("draft", "decode"): [0.5, 0.2, 0.0], ("prm", "score"): [1.0, 0.01, 0.0],
+                               ("target", "decode"): [2.0, 5.0, 0.0]})
+    rows = [dict(run="", device="cpu", device_name="test", role=role, phase=phase, batch=b, context=c, tokens=n,
+                 ms=4.0 + 1.0 * b, ms_min=0.0, ms_max=0.0, repeats=1, dtype="float32")
+            for role, phase in (("draft", "decode"), ("prm", "score"), ("target", "decode"))
+            for b in (1, 2, 4, 8) for c in (32, 96) for n in (1, 8)]
+    system = hw_system("cpu3")
+    plan = plan_devices(system, LoadSettings(), PricingInputs(models=compose_config([]).models, kind="measured",
+                                                              hls=compose_config([]).hls, batch_fit=fit_batch_prices(
+                                                                  pa.Table.from_pylist(rows, schema=BATCH_PRICES_SCHEMA)),
+                                                              max_context=200))
+    probs = generated(20, seed=3)
+    alone = [simulate_problem(p, "sequential", Ctx(profile, SystemParams.of(system)))[0] for p in probs]
+    busiest = max(sum(m[f"busy_{d}_ms"] for m in alone) for d in ("draft", "prm", "target")) / len(probs)
+    reqs = [(t, probs[i % len(probs)].problem) for i, t in enumerate(poisson_times(5e3 / busiest, 400, seed=5))]
+    run = replay_requests(reqs, system, "sequential", profile, plan, problems=probs, warmup=100)
+    assert run.point["batch_target"] > 1.5 or run.point["batch_prm"] > 1.5
+    assert run.point["throughput_rps"] > 1.2e3 / busiest
+    with pytest.raises(UserError, match="not in the steps"):
+        replay_requests([(0.0, "nope")], system, "sequential", profile, plan, problems=probs)
+
+
+def test_capacity_search_brackets_the_rate_where_the_slo_breaks():
+    """A percentile equal to the rate, an SLO of 10: from below (doubling) or above (halving) the search ends within
+    its bisection's precision under 10; a percentile never within the SLO gives no capacity."""
+    from heterospec.replay.load.capacity import search
+    for start in (1.0, 100.0):
+        found = search(lambda r: (r, None), 10.0, start, 8)
+        assert 10.0 / 1.01 <= found.capacity <= 10.0
+        assert all((q <= 10.0) == (rate <= found.capacity) for rate, q, _ in found.tried)
+    assert search(lambda r: (math.inf, None), 10.0, 1.0, 4).capacity == 0.0

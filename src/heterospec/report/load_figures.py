@@ -73,8 +73,9 @@ def load_latency(rows):
     lines = []
     for ax, system in zip(axes, systems):
         pts = [r for r in rows if r["system"] == system]
-        by = {m: sorted((r for r in pts if r["method"] == m), key=lambda r: r["rate_rps"])
-              for m in dict.fromkeys(r["method"] for r in pts)}
+        order = sorted(dict.fromkeys(r["method"] for r in pts), key=lambda m: list(METHOD_LABELS).index(m)
+                       if m in METHOD_LABELS else 99)
+        by = {m: sorted((r for r in pts if r["method"] == m), key=lambda r: r["rate_rps"]) for m in order}
         for m, rs in by.items():
             ok = [r for r in rs if r["keeps_up"]]
             c = colors.get(_label(m))
@@ -82,9 +83,11 @@ def load_latency(rows):
             ax.plot([r["rate_rps"] for r in ok], [r["p50_s"] for r in ok], ":", color=c)
             over = [r for r in rs if not r["keeps_up"]]
             ax.plot([r["rate_rps"] for r in over], [min(r["p99_s"], 3 * r["slo_s"]) for r in over], "x", color=c)
-        ax.axhline(pts[0]["slo_s"], ls="--", color="0.4", lw=1)
+        slos = sorted({r["slo_s"] for r in pts})
+        for slo in slos:
+            ax.axhline(slo, ls="--", color="0.4", lw=1)
         ax.set_xscale("log")
-        ax.set_ylim(0, 2 * pts[0]["slo_s"])
+        ax.set_ylim(0, 2 * slos[-1])
         ax.set_xlabel("offered load (requests/s)")
         ax.set_ylabel(f"latency (s): P{pts[0]['percentile']:g} solid, P50 dotted")
         ax.set_title(_system(system))
@@ -98,8 +101,10 @@ def load_latency(rows):
 
 def load_capacity(rows):
     """Capacity at the SLO per system and method (bars), with each system's bottleneck in the caption."""
-    fig, axes = panels(1, width=7.5, height=3.6, title=f"Capacity at P{rows[0]['percentile']:g} <= "
-                                                         f"{rows[0]['slo_s']:.3g} s ({_traces(rows)})")
+    slos = {r["slo_s"] for r in rows}
+    limit = f"{rows[0]['slo_s']:.3g} s" if len(slos) == 1 else "each one's SLO"
+    fig, axes = panels(1, width=7.5, height=3.6, title=f"Capacity at P{rows[0]['percentile']:g} <= {limit} "
+                                                         f"({_traces(rows)})")
     order = {m: i for i, m in enumerate(METHOD_LABELS)}
     pts = sorted(rows, key=lambda r: order.get(r["method"], 99))
     grouped_bars(axes[0], pts, lambda r: _system(r["system"]), lambda r: _label(r["method"]), "capacity_rps",

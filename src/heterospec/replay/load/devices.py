@@ -115,7 +115,8 @@ def plan_devices(system: System, settings: LoadSettings, inputs: PricingInputs) 
         if name == "lanes":
             lanes = _lanes(hw, settings, inputs)
             bounds[role] = Bounds(lanes=lanes, max_batch=settings.fpga_batch)
-            curves[role] = _fpga_curve(hw, inputs) if settings.fpga_batch > 1 else BatchCurve(lambda b, c: 1.0, "")
+            curves[role] = (_fpga_curve(hw, inputs) if hw.kind == "fpga" else _gpu_curve(role, hw, inputs, settings)) \
+                if settings.fpga_batch > 1 else BatchCurve(lambda b, c: 1.0, "")
             notes[role] = f"lanes x{lanes}, {settings.fpga_batch} per pass" + \
                 (f" ({curves[role].source})" if settings.fpga_batch > 1 else "")
             continue
@@ -237,6 +238,8 @@ def lanes_fit(hw: Device, inputs: PricingInputs) -> int:
 
 
 def _lanes(hw: Device, settings: LoadSettings, inputs: PricingInputs) -> int:
+    if hw.kind != "fpga":   # a GPU or CPU draft run as lanes (a serving executor's draft lane): as many as asked
+        return settings.draft_lanes or 1
     fit = lanes_fit(hw, inputs)
     if fit < 1:
         raise UserError(f"hls.pipeline: the draft's design point does not fit {hw.name} (the HLS resource model); "

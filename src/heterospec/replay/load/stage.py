@@ -134,16 +134,20 @@ def profile_kind(name: str) -> str:
 
 
 def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, problems: list[TracedProblem],
-                profile: LatencyProfile | None = None) -> DevicePlan:
+                profile: LatencyProfile | None = None, batch_prices: pa.Table | None = None) -> DevicePlan:
     """The devices of ``system`` under load as the ``load`` section configures them, priced for ``profile_name``
-    (the paper profiles' batch curves and memory are the paper's Config1 models'; the others the run's models)."""
+    (the paper profiles' batch curves and memory are the paper's Config1 models'; the others the run's models).
+    The measured profile's batch curves are fitted from ``batch_prices`` (BATCH_PRICES_SCHEMA), else from
+    ``results/<run>/replay/batch_prices.parquet`` when it exists."""
     from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
     from heterospec.replay.load.prices import fit_batch_prices
     kind = profile_kind(profile_name)
     models = _config1_models() if kind == "paper" else cfg.models
     batch_fit = None
     prices = paths.root / "replay" / "batch_prices.parquet"
-    if kind == "measured" and prices.exists():
+    if kind == "measured" and batch_prices is not None:
+        batch_fit = fit_batch_prices(batch_prices, "batch prices")
+    elif kind == "measured" and prices.exists():
         from heterospec.store.parquet import read_parquet
         batch_fit = fit_batch_prices(read_parquet(prices, BATCH_PRICES_SCHEMA), str(prices))
     with_prompt = profile.context_includes_prompt if profile is not None else kind != "paper"
@@ -211,23 +215,26 @@ def alone(job: Job) -> Alone:
     return Alone(lat, max(busy.values()) / max(len(job.problems), 1))
 
 
-def slo_limit(cfg: Any, alone: dict) -> float:
-    """The SLO in seconds: ``load.slo.seconds``, else ``multiple`` x the reference's unloaded percentile. One line when
-    it lies below the reference's unloaded latency (no load could meet it)."""
+def slo_limits(cfg: Any, alone: dict) -> dict:
+    """The SLO in seconds per system/method (``alone``: their unloaded latencies): ``load.slo.seconds``, else
+    ``multiple`` x the reference's unloaded percentile (``reference: own``: each one's own). One line when it lies
+    below the reference's unloaded latency (no load could meet it)."""
     slo = cfg.load.slo
-    ref = str(slo.reference)
-    if ref not in alone:
-        raise UserError(f"load.slo.reference: '{ref}' is not one of the systems/methods replayed ({sorted(alone)})")
-    base = percentile(alone[ref], float(slo.percentile))
+    ref, q = str(slo.reference), float(slo.percentile)
+    if ref != "own" and ref not in alone:
+        raise UserError(f"load.slo.reference: '{ref}' is not one of the systems/methods replayed ({sorted(alone)}) "
+                        f"nor 'own'")
+    base = {k: percentile(v, q) for k, v in alone.items()}
     if slo.seconds is not None:
-        if not slo.seconds >= base:
-            raise UserError(f"load.slo.seconds: {slo.seconds} s is below {ref}'s unloaded P{slo.percentile:g} latency "
-                            f"({base:.3f} s); no load can meet it")
-        return float(slo.seconds)
+        floor = min(base.values()) if ref == "own" else base[ref]
+        if not slo.seconds >= floor:
+            raise UserError(f"load.slo.seconds: {slo.seconds} s is below the unloaded P{q:g} latency "
+                            f"({floor:.3f} s{'' if ref == 'own' else ' of ' + ref}); no load can meet it")
+        return dict.fromkeys(alone, float(slo.seconds))
     if not slo.multiple >= 1:
-        raise UserError(f"load.slo.multiple: {slo.multiple}, expected >= 1 (below 1 the SLO is under {ref}'s unloaded "
-                        f"P{slo.percentile:g} latency, {base:.3f} s)")
-    return float(slo.multiple) * base
+        raise UserError(f"load.slo.multiple: {slo.multiple}, expected >= 1 (below 1 the SLO is under the unloaded "
+                        f"P{q:g} latency{'' if ref == 'own' else ' of ' + ref})")
+    return {k: float(slo.multiple) * base[k if ref == "own" else ref] for k in alone}
 
 
 def warm_requests(cfg: Any, rate: float | None, fill_s: float) -> int:
@@ -337,8 +344,9 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | No
     workers = int(workers or cfg.load.workers)
     jobs = make_jobs(cfg, paths, overrides)
     solo = _in_workers(alone, jobs, workers)
-    slo_s = slo_limit(cfg, {f"{j.system.name}/{j.method}": a.latencies for j, a in zip(jobs, solo)})
-    found = _in_workers(lambda k: capacity_job(jobs[k], cfg, slo_s, solo[k]), list(range(len(jobs))), workers)
+    slo = slo_limits(cfg, {f"{j.system.name}/{j.method}": a.latencies for j, a in zip(jobs, solo)})
+    found = _in_workers(lambda k: capacity_job(jobs[k], cfg, slo[f"{jobs[k].system.name}/{jobs[k].method}"],
+                                               solo[k]), list(range(len(jobs))), workers)
     top: dict[str, float] = {}
     for job, (_, row) in zip(jobs, found):
         top[job.system.name] = max(top.get(job.system.name, 0.0), row["capacity_rps"])
