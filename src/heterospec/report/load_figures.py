@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 
+from heterospec.report.labels import METHOD_COLORS, SYSTEMS
 from heterospec.report.plot import grouped_bars, legend_right, panels
 
 METHOD_LABELS = {"target": "target only", "target_sd": "target + token spec.", "rsd": "RSD", "brsd": "BRSD",
@@ -20,12 +21,10 @@ def _label(method: str) -> str:
 
 
 def _system(name: str) -> str:
-    from heterospec.report.figures import SYSTEMS
     return SYSTEMS.get(name, name)
 
 
 def _colors():
-    from heterospec.report.figures import METHOD_COLORS
     return METHOD_COLORS
 
 
