@@ -145,6 +145,8 @@ def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | No
     from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
 
     name = check_torch_device(device)
+    if device == "cpu":        # as the workflow's rule prices the CPU: one thread, the roles' own cores kept free
+        torch.set_num_threads(1)
     out, models = Path(out).resolve(), Path(models).resolve()
     if not models.is_dir():
         raise UserError(f"--models {models}: no such folder (a results/_models folder holding the {run} run's trio)")

@@ -76,9 +76,10 @@ def main(argv: list[str]) -> None:
         path = [os.path.join(HERE, "project", "src"), *site_dirs(prefix), os.environ.get("PYTHONPATH", "")]
         env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
     args = list(argv)
-    if "--out" not in args:
+    given = {a.split("=", 1)[0] for a in args}
+    if "--out" not in given:
         args += ["--out", os.path.join(os.getcwd(), "gpu-check")]
-    if "--device" not in args:
+    if "--device" not in given:
         args += ["--device", "cuda:0"]
     cmd = [sys.executable, "-m", "heterospec", "gpu", "check", "--models", os.path.join(HERE, "models", "_models"),
            "--run", bundle["run"], *args]
