@@ -2,6 +2,8 @@
 complete and in BATCH_PRICES_SCHEMA (DuckDB reads it), bad input is one line."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -26,6 +28,7 @@ def test_every_timed_pass_sees_the_same_context():
     seen = []
     forward = model.forward
 
+    @functools.wraps(forward)                  # the same signature: the sweep passes the cache as the model names it
     def spy(*args, **kw):
         cache = kw.get("past_key_values", kw.get("cache"))
         seen.append((cache.get_seq_length(), kw["input_ids"].shape))

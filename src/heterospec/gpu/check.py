@@ -120,17 +120,24 @@ class Tee:
         self.other.flush()
 
 
-def _step(say, what: str, done: bool, fn) -> float:
-    """Run one step unless its outputs exist; its wall time in seconds."""
-    if done:
-        say(f"{what}: done already (kept)")
-        return 0.0
-    say(f"{what} ...")
-    t0 = time.perf_counter()
-    fn()
-    took = time.perf_counter() - t0
-    say(f"{what}: {took:.1f} s")
-    return took
+class Steps:
+    """Runs the check's steps, each unless its outputs exist, and keeps each step's seconds in ``seconds.json`` (a
+    resumed check reports the time its kept steps took when they ran)."""
+
+    def __init__(self, say: Progress, record: Path):
+        self.say, self.record = say, record
+        self.seconds: dict[str, float] = json.loads(record.read_text()) if record.exists() else {}
+
+    def run(self, key: str, what: str, done: bool, fn) -> None:
+        if done:
+            self.say(f"{what}: done already (kept)")
+            return
+        self.say(f"{what} ...")
+        t0 = time.perf_counter()
+        fn()
+        self.seconds[key] = round(time.perf_counter() - t0, 1)
+        self.record.write_text(json.dumps(self.seconds, indent=1))
+        self.say(f"{what}: {self.seconds[key]:.1f} s")
 
 
 def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | None = None,
@@ -161,7 +168,7 @@ def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | No
     env = dict(device=device, device_name=name, python=platform.python_version(), torch=torch.__version__,
                transformers=transformers.__version__, cuda=torch.version.cuda, overrides=overrides)
     say(f"on {device} ({name}); Python {env['python']}, torch {env['torch']}, transformers {env['transformers']}")
-    timings: dict[str, float] = {}
+    steps = Steps(say, out / "seconds.json")
     t0 = time.perf_counter()
     with contextlib.chdir(out):                   # the stages write results/<run>/ under the working folder
         cfg = compose_config(overrides)
@@ -170,47 +177,43 @@ def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | No
         place_models(models, paths, run)
         batches, contexts = tuple(batches or GPU_BATCHES), tuple(contexts or GPU_CONTEXTS)
         prices = paths.batch_prices
-        timings["prices"] = _step(
-            say, f"batched prices: batch {','.join(map(str, batches))} x context {','.join(map(str, contexts))}",
+        steps.run(
+            "prices", f"batched prices: batch {','.join(map(str, batches))} x context {','.join(map(str, contexts))}",
             prices.exists(), lambda: write_parquet(sweep(cfg, paths, device, batches, contexts, say=say), prices,
                                                    BATCH_PRICES_SCHEMA))
-        timings.update(run_collects(cfg, paths, overrides, say))
-        timings.update(run_evaluates(cfg, paths, overrides, say))
-        timings["dfvg_bench"] = _step(say, f"DFVG bench: {bench_prompts} prompts, fastest of {bench_repeats}",
-                                      (paths.root / "dfvg" / "bench_wall.parquet").exists(),
-                                      lambda: run_bench(cfg, paths, overrides, device, bench_prompts, bench_repeats,
-                                                        out / "dfvg_bench.txt"))
-        timings["total"] = time.perf_counter() - t0
-        summary = summarise(out, cfg.name, paths, env, timings)
-    say(f"done in {timings['total']:.1f} s: {out / 'summary.md'} ({len(summary['tables'])} tables)")
+        run_collects(cfg, paths, overrides, steps)
+        run_evaluates(cfg, paths, overrides, steps)
+        steps.run("dfvg_bench", f"DFVG bench: {bench_prompts} prompts, fastest of {bench_repeats}",
+                  (paths.root / "dfvg" / "bench_wall.parquet").exists(),
+                  lambda: run_bench(cfg, paths, overrides, device, bench_prompts, bench_repeats,
+                                    out / "dfvg_bench.txt"))
+        env["this_run_s"] = round(time.perf_counter() - t0, 1)
+        summary = summarise(out, cfg.name, paths, env, steps.seconds)
+    say(f"done in {env['this_run_s']:.1f} s (steps: {sum(steps.seconds.values()):.1f} s): {out / 'summary.md'} "
+        f"({len(summary['tables'])} tables)")
     return summary
 
 
-def run_collects(cfg, paths: RunPaths, overrides: list[str], say) -> dict[str, float]:
+def run_collects(cfg, paths: RunPaths, overrides: list[str], steps: Steps) -> None:
     from heterospec.collect import merge, run_shard
     from heterospec.reasoning.workers import start_forkserver
 
     start_forkserver()
-    timings = {}
     for alg, ex in collects(cfg):
         def one(alg=alg, ex=ex):
             run_shard(cfg, paths, overrides, DATASET, alg, ex, "0of1")
             merge(paths, DATASET, alg, ex, 1)
         done = paths.collect_table(DATASET, alg, ex, "problems").exists()
-        timings[f"collect_{alg}_{ex}"] = _step(say, f"collect {DATASET}/{alg}/{ex} ({cfg.collect.limit} problems)",
-                                               done, one)
-    return timings
+        steps.run(f"collect_{alg}_{ex}", f"collect {DATASET}/{alg}/{ex} ({cfg.collect.limit} problems)", done, one)
 
 
-def run_evaluates(cfg, paths: RunPaths, overrides: list[str], say) -> dict[str, float]:
+def run_evaluates(cfg, paths: RunPaths, overrides: list[str], steps: Steps) -> None:
     from heterospec.evaluate import evaluate
-    timings = {}
     for method in EVAL_METHODS:
         target = paths.evaluation(DATASET, method)
-        timings[f"evaluate_{method}"] = _step(
-            say, f"evaluate {DATASET}/{method} ({cfg.eval_limit} problems)", target.exists(),
+        steps.run(
+            f"evaluate_{method}", f"evaluate {DATASET}/{method} ({cfg.eval_limit} problems)", target.exists(),
             lambda method=method, target=target: evaluate(cfg, paths, DATASET, method, overrides, target))
-    return timings
 
 
 def run_bench(cfg, paths: RunPaths, overrides: list[str], device: str, prompts: int, repeats: int,

@@ -28,32 +28,36 @@ HEADLINES = (
 )
 
 
+def _sql_str(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 def tables(root: Path) -> list[Path]:
     """The run's finished tables (the collects' per-shard tables and journals are their stage's intermediates)."""
     return sorted(p for p in root.rglob("*.parquet") if not any(part.startswith("shard-") for part in p.parts))
 
 
-def summarise(out: Path, run: str, paths: RunPaths, env: dict, timings: dict[str, float]) -> dict:
+def summarise(out: Path, run: str, paths: RunPaths, env: dict, seconds: dict[str, float]) -> dict:
     """Write ``summary.json`` and ``summary.md`` under ``out`` (the working folder: paths are relative to it)."""
     import duckdb
 
     con = duckdb.connect()
     listed = []
     for p in tables(paths.root):
-        rows = con.execute("SELECT count(*) FROM read_parquet(?)", [str(p)]).fetchone()[0]
+        rows = con.execute(f"SELECT count(*) FROM read_parquet({_sql_str(p)})").fetchall()[0][0]
         listed.append(dict(path=str(p), rows=rows))
     headlines = []
     for title, glob, sql in HEADLINES:
         files = sorted(paths.root.glob(glob))
         if not files:
             continue
-        con.execute("CREATE OR REPLACE TEMP VIEW t AS SELECT * FROM read_parquet(?, union_by_name=true)",
-                    [[str(f) for f in files]])
+        con.execute(f"CREATE OR REPLACE TEMP VIEW t AS SELECT * FROM read_parquet([{', '.join(map(_sql_str, files))}], "
+                    f"union_by_name = true)").fetchall()
         cur = con.execute(sql)
         cols = [d[0] for d in cur.description]
         headlines.append(dict(title=title, columns=cols, rows=[list(r) for r in cur.fetchall()]))
-    summary = dict(run=run, results=str(paths.root), **env, seconds={k: round(v, 1) for k, v in timings.items()},
-                   tables=listed, headlines=headlines)
+    summary = dict(run=run, results=str(paths.root), **env, seconds=dict(seconds),
+                   steps_s=round(sum(seconds.values()), 1), tables=listed, headlines=headlines)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     (out / "summary.md").write_text(render(summary))
     return summary
@@ -63,11 +67,12 @@ def render(s: dict) -> str:
     """summary.md: what ran where, the headline tables, the time per step, the tables written."""
     lines = [f"# GPU check on {s['device']} ({s['device_name']})", "",
              f"Run `{s['run']}` ({' '.join(s['overrides'])}); Python {s['python']}, torch {s['torch']} (CUDA "
-             f"{s['cuda'] or 'none'}), transformers {s['transformers']}. Total {s['seconds']['total']} s.", ""]
+             f"{s['cuda'] or 'none'}), transformers {s['transformers']}. The steps took {s['steps_s']} s; this invocation "
+             f"{s['this_run_s']} s (a resumed check keeps the steps it finished before).", ""]
     for h in s["headlines"]:
         lines += [f"## {h['title']}", "", "```", format_table(h["columns"], [tuple(r) for r in h["rows"]]), "```", ""]
     lines += ["## Seconds per step", "", "```",
-              format_table(["step", "seconds"], sorted(s["seconds"].items(), key=lambda kv: kv[0] == "total")),
+              format_table(["step", "seconds"], list(s["seconds"].items())),
               "```", "", "## Tables (each read back through DuckDB)", "", "```",
               format_table(["path", "rows"], [(t["path"], t["rows"]) for t in s["tables"]]), "```", ""]
     return "\n".join(lines)
