@@ -51,7 +51,7 @@ def _pip(args: list[str], what: str) -> None:
     """Run pip here; its last error line as one line when it fails."""
     r = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
     if r.returncode:
-        errors = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.startswith("ERROR")]
+        errors = [ln.removeprefix("ERROR: ") for ln in (r.stderr + r.stdout).splitlines() if ln.startswith("ERROR")]
         raise UserError(f"{what}: pip says: {(errors or (r.stderr or r.stdout).splitlines() or ['?'])[-1]}")
 
 
@@ -89,7 +89,7 @@ def download_wheels(requirements: list[str], python: str, platform: str, dest: P
             "--find-links", str(built), "-d", str(dest)]
     for tag in platform_tags(platform):
         args += ["--platform", tag]
-    _pip(args + requirements, f"no wheels for Python {python} on {platform} for all of {', '.join(requirements)}")
+    _pip(args + requirements, f"no wheels for Python {python} on {platform}")
 
 
 def wheel_name(path: Path) -> str:
