@@ -158,8 +158,10 @@ def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | No
     if not models.is_dir():
         raise UserError(f"--models {models}: no such folder (a results/_models folder holding the {run} run's trio)")
     out.mkdir(parents=True, exist_ok=True)
+    batches, contexts = tuple(batches or GPU_BATCHES), tuple(contexts or GPU_CONTEXTS)
     stamp = out / "check.json"
-    mine = dict(device=device, run=run, limit=limit)
+    mine = json.loads(json.dumps(dict(device=device, run=run, limit=limit, batches=batches, contexts=contexts,
+                                      bench_prompts=bench_prompts, bench_repeats=bench_repeats)))
     if stamp.exists() and json.loads(stamp.read_text()) != mine:
         raise UserError(f"{out} holds a check of {stamp.read_text().strip()}; give another --out for {mine}")
     stamp.write_text(json.dumps(mine))
@@ -175,7 +177,6 @@ def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | No
         paths = RunPaths.for_run(cfg, overrides)
         say(f"run {cfg.name}: experiment {run}, system gpu3 with draft, PRM and target on {device}")
         place_models(models, paths, run)
-        batches, contexts = tuple(batches or GPU_BATCHES), tuple(contexts or GPU_CONTEXTS)
         prices = paths.batch_prices
         steps.run(
             "prices", f"batched prices: batch {','.join(map(str, batches))} x context {','.join(map(str, contexts))}",
