@@ -216,8 +216,8 @@ def load_inputs(wildcards):
         inputs = collections(plain=True)
     if CFG.load.profile == "hls":
         inputs.append(str(PATHS.hls_perf))
-    if CFG.load.profile == "measured":
-        inputs.append(str(PATHS.replay_fit))
+    if CFG.load.profile == "measured":  # the fit on our collects; the batching curve from the price sweep
+        inputs += [str(PATHS.replay_fit), str(PATHS.batch_prices)]
     return inputs
 
 

@@ -144,7 +144,7 @@ def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, pr
     kind = profile_kind(profile_name)
     models = _config1_models() if kind == "paper" else cfg.models
     batch_fit = None
-    prices = paths.root / "replay" / "batch_prices.parquet"
+    prices = paths.batch_prices
     if kind == "measured" and batch_prices is not None:
         batch_fit = fit_batch_prices(batch_prices, "batch prices")
     elif kind == "measured" and prices.exists():
