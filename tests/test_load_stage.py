@@ -38,6 +38,7 @@ def test_stage_writes_capacity_points_requests_and_draws(run, monkeypatch, tmp_p
     root, paths, over = run
     cap = run_stage(compose_config(over), paths, over)
     assert cap.num_rows == 6 and set(cap.column("method").to_pylist()) == {"target", "rsd", "brsd"}
+    assert cap.column("unloaded_same").to_pylist() == [1.0] * 6   # alone at batch 1: the single-request replay
     points = pq.read_table(paths.load_points).to_pylist()
     requests = pq.read_table(paths.load_requests)
     assert len({p["point"] for p in points}) == len(points)

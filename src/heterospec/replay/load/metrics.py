@@ -76,6 +76,8 @@ LOAD_CAPACITY_SCHEMA = versioned("load_capacity", 1, [
     pa.field("percentile", pa.float64(), nullable=False),    # the SLO's latency percentile
     pa.field("slo_s", pa.float64(), nullable=False),
     pa.field("unloaded_s", pa.float64(), nullable=False),    # that percentile with one request at a time
+    pa.field("unloaded_same", pa.float64(), nullable=False),  # share of problems whose latency, alone at batch 1 in
+                                                              # the load replay, is the single-request replay's (1e-9)
     pa.field("capacity_rps", pa.float64(), nullable=False),  # the largest Poisson rate meeting the SLO (0: none)
     pa.field("goodput_tok_s", pa.float64(), nullable=False),  # at capacity
     pa.field("bottleneck", pa.string(), nullable=False),     # the device requests wait longest for at capacity

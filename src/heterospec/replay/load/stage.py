@@ -31,7 +31,7 @@ from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.des import simulate_problem
 from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.load import LoadRun, replay_arrivals
+from heterospec.replay.load import LoadRun, replay_arrivals, replay_requests, serial_plan
 from heterospec.replay.load.capacity import search
 from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
 from heterospec.replay.load.metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
@@ -198,10 +198,12 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
 # ----------------------------------------------------------------------------- runs
 @dataclass
 class Alone:
-    """A job's problems each alone on an idle system (the single-request replay): latencies (s), and the busiest
-    device's mean busy time per request (ms)."""
+    """A job's problems each alone on an idle system (the single-request replay): latencies (s), the busiest
+    device's mean busy time per request (ms), and the share of problems the load replay gives the same latency
+    (1e-9 relative) at batch 1 with the requests far apart."""
     latencies: list
     busiest_ms: float
+    same: float
 
 
 def alone(job: Job) -> Alone:
@@ -212,7 +214,11 @@ def alone(job: Job) -> Alone:
         lat.append(m["latency_ms"] / 1e3)
         for d in busy:
             busy[d] += m[f"busy_{d}_ms"]
-    return Alone(lat, max(busy.values()) / max(len(job.problems), 1))
+    gap = max(lat, default=0.0) + 1.0
+    far = replay_requests([(i * gap, p) for i, p in enumerate(job.problems)], job.system, job.schedule,
+                          job.profile, serial_plan(), speculation=job.speculation, recorded=job.recorded)
+    same = sum(abs(r.latency / 1e3 - x) <= 1e-9 * x for r, x in zip(far.requests, lat)) / max(len(lat), 1)
+    return Alone(lat, max(busy.values()) / max(len(job.problems), 1), same)
 
 
 def slo_limits(cfg: Any, alone: dict) -> dict:
@@ -248,10 +254,17 @@ def warm_requests(cfg: Any, rate: float | None, fill_s: float) -> int:
 
 
 def run_point(job: Job, cfg: Any, arrivals: Arrivals, fill_s: float = 0.0) -> LoadRun:
-    """``load.requests`` counted requests of ``arrivals`` after the warm-up ones (:func:`warm_requests`)."""
-    warm = warm_requests(cfg, arrivals.rate if arrivals.kind == "poisson" else None, fill_s)
-    return replay_arrivals(arrivals, job.problems, warm + int(cfg.load.requests), job.system, job.schedule,
-                           job.profile, job.plan, speculation=job.speculation, recorded=job.recorded, warmup=warm)
+    """``load.requests`` counted requests of ``arrivals`` after the warm-up ones (:func:`warm_requests`); a
+    timestamps file: every time in it, the first ``load.warmup`` share not counted."""
+    if arrivals.kind == "timestamps":
+        from heterospec.arrivals import read_timestamps
+        total = len(read_timestamps(arrivals.path))
+        warm = int(float(cfg.load.warmup) * total)
+    else:
+        warm = warm_requests(cfg, arrivals.rate if arrivals.kind == "poisson" else None, fill_s)
+        total = warm + int(cfg.load.requests)
+    return replay_arrivals(arrivals, job.problems, total, job.system, job.schedule, job.profile, job.plan,
+                           speculation=job.speculation, recorded=job.recorded, warmup=warm)
 
 
 def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, dict]:
@@ -275,7 +288,7 @@ def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, d
     util = {d: (best.point[f"util_{d}"] if best else 0.0) for d in devs}
     wait = {d: (best.point[f"queue_{d}_ms"] if best else 0.0) for d in devs}
     # the bottleneck: where requests queue longest (a batching device is busy whenever it holds anything)
-    row = dict(run=cfg.name, **job.keys, percentile=q, slo_s=slo_s, unloaded_s=base,
+    row = dict(run=cfg.name, **job.keys, percentile=q, slo_s=slo_s, unloaded_s=base, unloaded_same=solo.same,
                capacity_rps=found.capacity if found else 0.0,
                goodput_tok_s=best.point["goodput_tok_s"] if best else 0.0,
                bottleneck=max(devs, key=lambda d: (wait[d], util[d])) if best else
@@ -360,6 +373,9 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | No
     write_parquet(points, paths.load_points, LOAD_POINTS_SCHEMA)
     write_parquet(capacity, paths.load_capacity, LOAD_CAPACITY_SCHEMA)
     print_capacity(capacity)
+    same = [a.same for a in solo]
+    print(f"[replay load] one request at a time at batch 1: {100 * min(same):.1f} % of problems (the least of "
+          f"{len(same)} systems x methods) take the single-request replay's latency to 1e-9")
     print(f"[replay load] {len(jobs)} systems x methods, {points.num_rows} load points, {requests.num_rows} "
           f"requests in {time.perf_counter() - t0:.1f}s -> {paths.load_capacity.parent}")
     return capacity
