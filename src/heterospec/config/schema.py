@@ -418,7 +418,8 @@ class LoadConfig:
     profile: str = "paper_v12"       # the latency profile that prices the load replay
     systems: list[str] = field(default_factory=lambda: ["gpu3", "hetero_u280", "hetero_v80"])
     methods: list[str] = field(default_factory=lambda: ["target", "target_sd", "rsd", "brsd", "brsd_sd"])
-    requests: int = 200              # requests per load point
+    requests: int = 100              # requests counted per load point at least (after the warm-up ones) ...
+    max_requests: int = 1000         # ... and at most; between: 20x what the system holds at once at that rate
     warmup: float = 0.1              # share of a point's first requests left out of its aggregates
     seed: int = 0                    # arrival gaps and the problems' order (common to every point)
     arrivals: LoadArrivalsConfig = field(default_factory=LoadArrivalsConfig)   # `load run`: one point
