@@ -41,14 +41,11 @@ def _query(args) -> None:
 
 
 def _data_paths(db: Path) -> list[Path]:
-    """The configured data folders (``paths`` in conf/config.yaml: benchmarks, the artifact checkout), which a query
+    """The configured data folders (the composed config's ``paths``: benchmarks, the artifact checkout), which a query
     may read beside the results; relative ones are relative to the project root (the catalogue's parent's parent)."""
-    from omegaconf import OmegaConf
-
-    from heterospec.config import CONF_DIR
-    paths = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml").paths, resolve=True)
+    from heterospec.config import compose_config
     root = Path(db).resolve().parent.parent
-    return [root / p for p in paths.values()]
+    return [root / str(p) for p in compose_config().paths.values()]
 
 
 def _views(args) -> None:
