@@ -113,6 +113,30 @@ def test_draft_kvmu_rows_for_reject_step_ahead_accept_and_backtrack(tiny):
     assert w.processed == P + 4 + 5 * (1 + 4)
 
 
+def test_a_cancelled_step_drafted_ahead_moves_the_pointers_alike_however_far_it_got(tiny):
+    """s1 goes to the PRM, s2 is drafted ahead and cancelled (s1 rejected) after 0 or 3 tokens; the target's
+    rewrite is s1 itself, and the draft drafts ahead of its verdict. The KVMU cannot drop the step drafted ahead
+    alone, so the cancelled draft is always dropped by a re-init, even when it wrote nothing: the two logs differ
+    only in how far the cancelled draft got."""
+    model, tok = tiny
+    prompt = tok("q?")["input_ids"]
+    P = len(prompt)
+    logs = []
+    for got in (0, 3):
+        w = StepWriter.plain(model, tok, delimiter="<never>", kvmu=True)
+        w.reset(0)
+        s1 = w.write(prompt, P, 4).tokens
+        asked = iter(range(10))
+        assert len(w.write(prompt + s1, P, 4, cancelled=lambda: next(asked) >= got).tokens) == got
+        w.write(prompt + s1, P, 4)
+        logs.append([(m, v, c, s, why) for _, m, v, c, s, why in w.kvmu.log])
+    assert logs[0][2] == (SPECULATION, P, P + 4, P + 4, "step_ahead")
+    assert logs[1][2] == (SPECULATION, P, P + 4, P + 7, "step_ahead")
+    assert logs[0][:2] + logs[0][3:] == logs[1][:2] + logs[1][3:] == [
+        (INIT, P, P, P, "prompt"), (SPECULATION, P, P + 4, P + 4, "draft"),
+        (INIT, P + 4, P + 4, P + 4, "reject"), (SPECULATION, P + 4, P + 4, P + 7, "step_ahead")]
+
+
 def test_prefix_cache_over_the_int8_draft_rolls_back_its_own_cache(tiny):
     """The W8A8 draft keeps an int8 cache of its own kind; rollback crops it to a length, never to empty."""
     from heterospec.quantize.model import W8A8Draft

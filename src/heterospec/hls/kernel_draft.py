@@ -19,7 +19,9 @@ the torch draft would feed one; each log row is read from the kernel's registers
 * **re-initialise** (a backtrack below valid, or a reject whose rewrite shares the rejected step's first tokens):
   one INIT with ``reinit`` at the first slot that differs, carrying the rewrite's token there, then the rest by INIT.
   A re-init may not start past valid, so a reject first sends ACCEPT, committing the step under verification up to
-  where the re-init truncates it: its shared prefix is kept, not written again.
+  where the re-init truncates it: its shared prefix is kept, not written again. With no token left to write (the
+  rewrite is the rejected step itself, and only a cancelled step drafted ahead goes), the re-init writes the last
+  kept token again.
 * **host tokens in** (the prompt, shadow synchronisation, the target's step still under verification): INIT, one
   command per token; each is committed as it is written, the twin's rows say the same.
 
@@ -175,7 +177,7 @@ class KernelDecoding(Decoding):
         keep = common_prefix(self.ids, tokens)
         if keep == 0 and self.ids:
             self._clear()
-        elif keep < len(self.ids):
+        elif keep < len(self.ids) or (keep == len(tokens) and self.regs["valid"] < keep):   # drop, or commit
             if keep > self.regs["valid"] and self.regs["current"] > self.regs["valid"]:
                 self._cmd(ACCEPT)       # a re-init may not start past valid: commit up to the slot it truncates to
             base = min(keep, self.regs["valid"], len(tokens) - 1)

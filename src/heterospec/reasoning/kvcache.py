@@ -11,7 +11,9 @@ same rows from its registers. Two rules of that unit shape the rows:
 * ROLLBACK lands on ``valid`` only, and ``current`` moves only when a step's last token is written with its mark.
   So a step drafted ahead keeps its last sampled token back (in the sampler, not yet in the cache): when the step
   before it is accepted, ACCEPT commits that step and the held-back token is written with its mark, making the step
-  drafted ahead the one under verification without writing any of it again.
+  drafted ahead the one under verification without writing any of it again. Nor can it drop a step drafted ahead
+  and keep the one under verification: a cancelled draft goes at the next write by a rollback or a re-init, even
+  when it wrote nothing (so the rows do not depend on how far it got).
 """
 from __future__ import annotations
 
