@@ -41,6 +41,8 @@ MUST_MOVE = {
     "report_ours": ["replay.engine", "models.target.arch", "schedule.prefetch", "collect.limit"],
     "report_tau_sweep": ["replay.engine", "models.target.arch", "collect.limit", "replay.token_speculation.source"],
     "replay_validate": ["replay.engine", "models.prm.arch", "schedule.prefetch", "system.link"],
+    "replay_load": ["load.requests", "load.slo.multiple", "replay.token_speculation.source", "models.target.arch",
+                    "hls.pipeline", "collect.limit"],
     "dfvg_collect": ["dfvg.prompts", "token_speculation.tree", "models.target.dtype", "system.torch_devices.draft"],
     "dfvg_replay": ["dfvg.prompts", "models.draft.arch", "replay.call_overhead_ms"],
 }
