@@ -162,6 +162,11 @@ class RunPaths:
         return self.root / "replay" / "validation.parquet"
 
     @property
+    def replay_validation_aggregate(self) -> Path:
+        """The replay's error on the mean, P50 and P90 latency per trace set and executor."""
+        return self.root / "replay" / "validation_aggregate.parquet"
+
+    @property
     def collect_root(self) -> Path:
         return self.root / "collect"
 
