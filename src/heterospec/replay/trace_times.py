@@ -8,10 +8,10 @@ model's: how the calls overlap, how the target yields its shared core, the contr
 
 Matching, per step of the problem (:class:`~heterospec.replay.problem.TracedProblem`, the same calls' view): the
 draft's write of the step (its 1-token feed and its decode), the feed of a rescued or backtracked step into the draft
-before its next write, every PRM score and target write (a BRSD backtrack's failed rescue first). Work the sequential
-run never did (a prefetch of a step the PRM accepts, a speculative draft after a rejected step, the draft rebuilding
-a context from scratch) has no measured time: it is priced by ``fallback`` (the fitted profile) and counted in
-``unmatched``. A partial target write (a prefetch the verdict stops) is its call's prefill plus the decode's share of
+before its next write (asked as a rolled-back cache's ingest or as a rebuild from scratch, whichever the schedule
+models), every PRM score and target write (a BRSD backtrack's failed rescue first). Work the sequential run never
+did (a prefetch of a step the PRM accepts, a speculative draft after a rejected step) has no measured time: it is
+priced by ``fallback`` (the fitted profile) and counted in ``unmatched``. A partial target write (a prefetch the verdict stops) is its call's prefill plus the decode's share of
 the tokens written. The controller's time between calls and per problem is the fallback's (the model's). Two calls
 the replay cannot tell apart (a BRSD draft step and its failed rescue of as many tokens, scored at one context
 length) share their mean, so the problem's calls still sum to their measured total.
