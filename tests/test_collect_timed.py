@@ -134,22 +134,60 @@ def _scale(paths, algorithm: str, executor: str, f: float) -> None:
         write_parquet(t, path, TABLES[table])
 
 
+def _copy(timed, name: str):
+    """(cfg, paths, overrides) of a run named ``name`` holding a copy of the timed run's collect tables, merged."""
+    import shutil
+    from heterospec.collect import merge
+    _, src, ov, _ = timed
+    ov = [o for o in ov if not o.startswith("name=")] + [f"name={name}"]
+    cfg = compose_config(ov)
+    paths = RunPaths(src.root.parent / name, src.model_keys)
+    shutil.copytree(src.collect_root, paths.collect_root)
+    for a, e in timed_collects(cfg):
+        merge(paths, "synthetic", a, e, 1)
+    return cfg, paths, ov
+
+
+def test_schedule_only_prices_a_sequential_run_at_its_own_calls(timed):
+    """The schedule-only replay of the sequential executor, problem by problem, against the sum of the problem's own
+    calls (its fastest repeat) plus the model's controller time (the fit's mean gap before each draft write, PRM
+    score and target write, and its time per problem), counted from the trace rows: RSD's equal it; BRSD's lie below
+    it by at most the draft's feeds of target steps, which the sequential schedule overlaps with the PRM's score of
+    that target step (the real executor feeds them at its next write)."""
+    from heterospec.replay.collect_traces import fastest_repeats
+    from heterospec.replay.measured import read_fit
+    from heterospec.replay.validate import validate
+    cfg, paths, ov = _copy(timed, "own_calls")
+    rows = validate(cfg, paths, ov).to_pylist()
+    fit = {(r["role"], r["phase"]): r["coefficients"][0] for r in read_fit(paths.replay_fit).to_pylist()}
+    dispatch = {role: fit.get((role, "dispatch"), 0.0) for role in ("draft", "prm", "target")}
+    reps = read_parquet(paths.collect_table("synthetic", "rsd", "sequential", "repeats"), TABLES["repeats"]).to_pylist()
+    reps += read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "repeats"),
+                         TABLES["repeats"]).to_pylist()
+    for ts in ("rsd", "brsd"):
+        best = fastest_repeats([r for r in reps if r["algorithm"] == ts])
+        for r in (r for r in rows if (r["trace_set"], r["executor"]) == (ts, "sequential")):
+            calls = best[("synthetic", r["problem"])][1]
+            writes = {role: sum(c["role"] == role and c["phase"] in ("decode", "score") for c in calls)
+                      for role in dispatch}
+            own = sum((c["end_ns"] - c["start_ns"]) / 1e6 for c in calls) + fit[("controller", "problem")] + \
+                sum(dispatch[role] * n for role, n in writes.items())
+            if ts == "rsd":
+                assert r["schedule_only_ms"] == pytest.approx(own, abs=0.01), r["problem"]
+            else:
+                feeds = sum((c["end_ns"] - c["start_ns"]) / 1e6 for c in calls
+                            if c["role"] == "draft" and c["phase"] == "prefill" and c["tokens_in"] > 1)
+                assert own - feeds - 0.01 <= r["schedule_only_ms"] <= own + 0.01, r["problem"]
+
+
 def test_a_systematic_ten_percent_on_one_executor_is_flagged_by_the_aggregate_check(timed, capsys):
     """The timed traces, their step_ahead runs first scaled so that the replay prices their mean exactly (a
     step_ahead the model gets right on average), then their measured times made 10 % slower: the fit (sequential
     calls only) and so every prediction stays, the error on the mean is 1 / 1.1 - 1 = -9.1 %, P50 and P90 move by the
     same factor, the check flags exactly the step_ahead groups; the per-problem MAE, under the machine's noise, would
     not tell."""
-    import shutil
-    from heterospec.collect import merge
     from heterospec.replay.validate import AGGREGATE_BAR, aggregates, summary, validate
-    cfg, src, _, _ = timed
-    ov = [o for o in timed[2] if not o.startswith("name=")] + ["name=planted"]
-    cfg = compose_config(ov)
-    paths = RunPaths(src.root.parent / "planted", src.model_keys)
-    shutil.copytree(src.collect_root, paths.collect_root)
-    for a, e in timed_collects(cfg):
-        merge(paths, "synthetic", a, e, 1)
+    cfg, paths, ov = _copy(timed, "planted")
 
     def check():
         rows = validate(cfg, paths, ov).to_pylist()

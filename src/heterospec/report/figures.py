@@ -202,13 +202,13 @@ def replay_validation(rows):
     ax.set_title("model: aggregate error, 95 % interval", fontsize=9)
     ax = axes[2]
     paced = [(k, r["draft_pace"]) for k, r in enumerate(label.values()) if r.get("draft_pace") is not None]
-    bars = ax.bar([k for k, _ in paced], [v for _, v in paced], 0.6, color="tab:gray", label="draft pace of the job")
+    bars = ax.bar([k for k, _ in paced], [v for _, v in paced], 0.6, color="tab:gray", label="draft pace of the collect")
     ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
     ax.axhspan(0.95, 1.05, color="tab:green", alpha=0.12, label="1 ± 0.05")
     ax.set_xticks(range(len(label)), list(label), rotation=25, ha="right")
     ax.set_ylim(0, max([1.3] + [v * 1.15 for _, v in paced]))
-    ax.set_ylabel("draft ms per token / sequential jobs' (×)")
-    ax.set_title("drift: draft pace between jobs", fontsize=9)
+    ax.set_ylabel("draft ms per token / sequential collects' (×)")
+    ax.set_title("drift: each collect's draft pace", fontsize=9)
     legend_right(fig, axes, "")
     return fig
 
