@@ -51,3 +51,14 @@ def test_the_default_plan_starts_the_timed_collects_first_then_the_slowest_varia
             priority.setdefault(algorithm, set()).add(int(line.split(":")[1]))
     assert set(priority) == {"timed", "brsd_u280", "brsd_w8a8"}, priority
     assert min(priority["timed"]) > max(priority["brsd_w8a8"]) > max(priority["brsd_u280"])
+
+
+def test_the_dry_runs_summary_lists_wrap_without_losing_a_rule():
+    rules = [f"figure_rule_number_{i}" for i in range(40)]
+    text = "Reasons:\n    output files have to be generated:\n        " + ", ".join(rules)
+    record = logging.LogRecord("snakemake.logging", logging.INFO, "", 0, text, None, None)
+    assert ShortJobLines().filter(record)
+    lines = record.msg.split("\n")
+    assert max(map(len, lines)) <= 400 and len(lines) > 3
+    assert all(line.startswith("        ") for line in lines[2:])
+    assert [r.strip(", ") for line in lines[2:] for r in line.strip().split(", ")] == rules

@@ -3,7 +3,7 @@
 Snakemake prints each job with every input and output file and the reason it runs ("Missing output files: ...",
 "Input files updated by another job: ..."), each list on one line: a figure that reads twenty tables gives a line
 of thousands of characters in the console, in ``.snakemake/log/`` and in CI. :class:`ShortJobLines` cuts each such
-list to its first files and says how many more there are; the rule, its wildcards, threads and resources stay as
+list to its first files and says how many more there are (and wraps the dry run's summary lists of rules); the rule, its wildcards, threads and resources stay as
 Snakemake prints them, and the job's rule log under ``results/<run>/logs/`` has the details.
 The Snakefile installs it on Snakemake's logger (:func:`install`).
 """
@@ -38,6 +38,26 @@ def shorten_reason(reason: str, limit: int = LIMIT) -> str:
     return "; ".join(clauses)
 
 
+def wrap_lists(text: str, limit: int = LIMIT) -> str:
+    """Lines of ``text`` longer than ``limit`` that are comma-separated lists (the dry run's summary of the rules each
+    reason applies to) wrapped into several lines of the same indentation; other lines as they are."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= limit or ", " not in line:
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        cur = ""
+        for item in line.strip().split(", "):
+            if cur and len(indent) + len(cur) + len(item) + 2 > limit:
+                out.append(indent + cur + ",")
+                cur = item
+            else:
+                cur = f"{cur}, {item}" if cur else item
+        out.append(indent + cur)
+    return "\n".join(out)
+
+
 class ShortJobLines(logging.Filter):
     """Cuts the file lists and the reason of Snakemake's job records (every handler then prints them short)."""
 
@@ -49,6 +69,8 @@ class ShortJobLines(logging.Filter):
         reason = record.__dict__.get("reason")
         if isinstance(reason, str):
             record.__dict__["reason"] = shorten_reason(reason)
+        if isinstance(record.msg, str) and not record.args and len(record.msg) > LIMIT:
+            record.msg = wrap_lists(record.msg)
         return True
 
 
