@@ -41,6 +41,9 @@ MUST_MOVE = {
     "report_ours": ["replay.engine", "models.target.arch", "schedule.prefetch", "collect.limit"],
     "report_tau_sweep": ["replay.engine", "models.target.arch", "collect.limit", "replay.token_speculation.source"],
     "replay_validate": ["replay.engine", "models.prm.arch", "schedule.prefetch", "system.link"],
+    "serve": ["serving.requests", "serving.max_batch", "algorithm.threshold", "models.prm.dtype",
+              "system.torch_devices.target", "collect.draft", "dataset.limit", "system.target.memory_gb"],
+    "serving_validate": ["serving.algorithm", "models.prm.arch"],
     "dfvg_collect": ["dfvg.prompts", "token_speculation.tree", "models.target.dtype", "system.torch_devices.draft"],
     "dfvg_replay": ["dfvg.prompts", "models.draft.arch", "replay.call_overhead_ms"],
 }
