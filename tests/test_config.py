@@ -1,6 +1,8 @@
 """Hydra configs: every experiment composes, datasheets hold, and mistakes fail with one clear line."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import ROOT, heterospec
@@ -90,3 +92,16 @@ def test_cli_prints_resolved_config():
     r = heterospec("config", "experiment=ci", "hardware@system.draft=v80")
     assert r.returncode == 0, r.stderr
     assert "name: v80" in r.stdout and "# run ci+" in r.stdout
+
+
+def test_config_is_read_only_through_heterospec_config():
+    """No module outside heterospec.config, rule file or benchmark loads a config file itself or reaches for the
+    config folder: each reads the one composed and checked config (compose_config, group_entry)."""
+    reads = re.compile(r"OmegaConf\.load|\byaml\.(safe_)?load|initialize_config|from hydra\b|import hydra\b|"
+                       r"\bCONF_DIR\b|\bconf_dirs\b")
+    files = [*(ROOT / "src" / "heterospec").rglob("*.py"), *(ROOT / "workflow").rglob("*.smk"), ROOT / "Snakefile",
+             *(ROOT / "benchmarks").glob("*.py")]
+    found = [f"{p.relative_to(ROOT)}:{no}: {line.strip()}" for p in files
+             if (ROOT / "src" / "heterospec" / "config") not in p.parents
+             for no, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]
+    assert not found, found

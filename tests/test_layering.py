@@ -19,7 +19,7 @@ LAYERS = [
     {"collect", "hls", "evaluate"},  # real runs of the engine; the accelerator build; single-model decoding
     {"replay", "dfvg"},            # simulation; token-level decoding
     {"report", "aggregate"},       # figures and the catalogue, from stage outputs only
-    {"jobs", "cli", "__main__"},   # the workflow's job sizes; the command line
+    {"jobs", "cli", "__main__", "gpu"},   # the workflow's job sizes; the command line; the offline GPU node's bundle and check
 ]
 
 # Violations excused while another change removes them (empty: none). A "cycle within" entry excuses any cycle whose

@@ -98,3 +98,17 @@ def test_a_setting_only_the_other_kind_of_role_reads_keeps_a_model():
     # the PRM's key holds the draft's settings it learns from, trimmed the same way
     assert key("prm") == key("prm", "models.draft.train.prm_neg_frac=0.3")
     assert key("prm") != key("prm", "models.draft.train.validate_again_below=0.05")
+
+
+def test_the_default_and_ci_model_keys_stay_put():
+    """The trained trios live under results/_models/<role>/<model key>: a key that moves retrains that role for
+    everyone (the default trio takes the best part of an hour) and orphans the models already trained. A change
+    here must therefore be deliberate: a change in what a model is trained from, not a refactor of the config (a
+    renamed, moved or newly declared key, a range added to the schema) or of the training code."""
+    from heterospec.paths import RunPaths
+
+    def keys(*overrides):
+        return dict(RunPaths.for_run(compose_config(list(overrides)), list(overrides)).model_keys)
+
+    assert keys() == {"draft": "147ec8ed6e17", "prm": "c1d6b58ed16e", "target": "c109d3e02a4b"}
+    assert keys("experiment=ci") == {"draft": "01f5f8ba80c5", "prm": "2d4efc9f3d01", "target": "0e772fe4dfb5"}

@@ -15,7 +15,7 @@ from heterospec.models.generate import greedy_generate, greedy_generate_batch
 from heterospec.models.loading import load_tokenizer
 from heterospec.quantize import load_quantized_draft
 from heterospec.quantize.intmath import exp_det, int_matmul, sqrt_ieee
-from heterospec.quantize.quality import QUALITY_SCHEMA
+from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA
 from heterospec.quantize.w8a8 import check_supported
 from heterospec.store import read_parquet
 from heterospec.tasks.synthetic import format_prompt, held_out_problems

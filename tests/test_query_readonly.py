@@ -13,7 +13,7 @@ from heterospec.hls.perf_table import PERF_SCHEMA
 from heterospec.hls.stage import CSIM_SCHEMA, KVMU_SCHEMA as KVMU_SYNTH_SCHEMA
 from heterospec.hls.tables import BREAKDOWN_SCHEMA, RESOURCES_SCHEMA
 from heterospec.models.quality_report import QUALITY_SCHEMA as MODEL_QUALITY_SCHEMA
-from heterospec.quantize.quality import QUALITY_SCHEMA as QUANTIZE_QUALITY_SCHEMA
+from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA as QUANTIZE_QUALITY_SCHEMA
 from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
 from heterospec.replay.artifact import REPLAY_SCHEMA as ARTIFACT_SCHEMA
 from heterospec.replay.measured import FIT_SCHEMA

@@ -11,6 +11,7 @@
     heterospec tables [RUN]                       the README's tables of a run (default: default), from the views
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
+    heterospec gpu bundle|check                   the GPU path on an offline node (docs/gpu_check.md)
 """
 from __future__ import annotations
 
@@ -40,14 +41,11 @@ def _query(args) -> None:
 
 
 def _data_paths(db: Path) -> list[Path]:
-    """The configured data folders (``paths`` in conf/config.yaml: benchmarks, the artifact checkout), which a query
+    """The configured data folders (the composed config's ``paths``: benchmarks, the artifact checkout), which a query
     may read beside the results; relative ones are relative to the project root (the catalogue's parent's parent)."""
-    from omegaconf import OmegaConf
-
-    from heterospec.config import CONF_DIR
-    paths = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml").paths, resolve=True)
+    from heterospec.config import compose_config
     root = Path(db).resolve().parent.parent
-    return [root / p for p in paths.values()]
+    return [root / str(p) for p in compose_config().paths.values()]
 
 
 def _views(args) -> None:
@@ -252,12 +250,18 @@ def main(argv: list[str]) -> None:
 
     f = sub.add_parser("dfvg", help="DFVG: collect | replay | bench (python -m heterospec.dfvg)", add_help=False)
     f.add_argument("args", nargs=argparse.REMAINDER)
+    g = sub.add_parser("gpu", help="the GPU path on an offline node: bundle | check (docs/gpu_check.md)",
+                       add_help=False)
+    g.add_argument("args", nargs=argparse.REMAINDER)
 
     if argv[:1] == ["replay"]:   # its own parser, flags included (argparse's REMAINDER drops a leading --flag)
         return _replay_main(argv[1:])
     if argv[:1] == ["dfvg"]:
         from heterospec.dfvg.stage import main as dfvg_main
         return dfvg_main(argv[1:])
+    if argv[:1] == ["gpu"]:
+        from heterospec.gpu.__main__ import main as gpu_main
+        return gpu_main(argv[1:])
     args = p.parse_args(argv)
     args.func(args)
 

@@ -162,6 +162,11 @@ class RunPaths:
         return self.root / "replay" / "validation.parquet"
 
     @property
+    def batch_prices(self) -> Path:
+        """The run's trio's batched call prices on the CPU (replay.price_sweep; BATCH_PRICES_SCHEMA)."""
+        return self.root / "replay" / "batch_prices.parquet"
+
+    @property
     def collect_root(self) -> Path:
         return self.root / "collect"
 

@@ -68,3 +68,26 @@ rule replay_validate:
         hydra=HYDRA,
     shell:
         "python -m heterospec.replay validate {params.hydra} 2>&1 | tee {log}"
+
+
+# The run's trio's batched call prices measured on this CPU at small batches (a few CPU-seconds); the load replay's
+# measured profile fits its batching curve from them. A GPU's prices come from heterospec gpu check.
+rule replay_batch_prices:
+    input:
+        [str(PATHS.model_manifest(r)) for r in ROLES],
+    output:
+        PATHS.batch_prices,
+    log:
+        PATHS.log("replay_batch_prices"),
+    benchmark:
+        PATHS.benchmark("replay_batch_prices")
+    conda:
+        "../envs/heterospec.yaml"
+    resources:
+        mem_mb=need("replay_batch_prices", "mem_mb"),
+        runtime=need("replay_batch_prices", "runtime"),
+    params:
+        hydra=HYDRA,
+    shell:
+        "python -m heterospec.replay.price_sweep --device cpu --batches 1,2,4 --contexts 32,96 --repeats 3"
+        " --out {output} {params.hydra} 2>&1 | tee {log}"

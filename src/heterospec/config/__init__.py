@@ -16,6 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec.config.drafts import check_draft
+from heterospec.config.ranges import check_ranges
 from heterospec.config.schema import Config, HardwareConfig, ScheduleConfig, SystemConfig, register
 from heterospec.errors import UserError
 
@@ -78,9 +79,12 @@ def group_entry(group: str, name: str) -> DictConfig:
             raise UserError(f"{path}: defaults entry {item!r}; a {group} entry may list only /hardware@<role>: <name>")
     try:
         schema = GROUP_SCHEMAS[group]   # a schedule is a plain mapping: its mechanisms check it when it is loaded
-        return OmegaConf.merge(OmegaConf.structured(schema) if is_dataclass(schema) else OmegaConf.create({}), raw)
+        entry = OmegaConf.merge(OmegaConf.structured(schema) if is_dataclass(schema) else OmegaConf.create({}), raw)
     except Exception as e:  # a misspelt key or a value of the wrong type
         raise UserError(f"{path}: {_one_line(e)}") from None
+    if is_dataclass(schema):
+        check_ranges(schema, entry, f"{path}: ")
+    return entry
 
 
 def _one_line(exc: BaseException) -> str:
@@ -163,15 +167,15 @@ def run_name(experiment: str, overrides: list[str]) -> str:
 
 
 def _check(cfg: DictConfig) -> None:
-    """Checks the schema cannot express (values, not types)."""
+    """Checks of values, not types: each number's declared range (heterospec.config.ranges), then what a range
+    cannot say."""
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", cfg.name):
         raise UserError(f"config error: name '{cfg.name}' may hold only letters, digits and _ . + -")
     for ds in cfg.datasets:
         if ds not in group_options("dataset"):
             valid = group_options("dataset")
             raise UserError(f"config error: datasets lists '{ds}', which is not one of {valid}")
-    if not 0.0 <= cfg.algorithm.threshold <= 1.0:
-        raise UserError(f"config error: algorithm.threshold={cfg.algorithm.threshold} must lie in [0, 1]")
+    check_ranges(Config, cfg)
     try:
         check_draft(str(cfg.collect.draft), "collect.draft", cfg.hls.boards)
     except UserError as e:

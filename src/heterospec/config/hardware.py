@@ -137,8 +137,6 @@ class Device:
         else:
             memory = Memory(_req(d, "memory_type", where, str), _req(d, "memory_gb", where, float),
                             _req(d, "bandwidth_gbs", where, float))
-        if memory.bandwidth_gbs <= 0:
-            raise UserError(f"{where}: memory bandwidth {memory.bandwidth_gbs} GB/s must be positive")
         return cls(name=name, kind=kind, memory=memory, peak_tflops=peaks,
                    power_active_w=_req(d, "power_active_w", where, float),
                    power_idle_w=_req(d, "power_idle_w", where, float), clock_mhz=clock,
@@ -271,8 +269,6 @@ def _fabric(f: Any, where: str) -> Fabric:
             bd, wb = dict(f[b]), f"{where} fpga.{b}"
             bank = MemoryBank(_req(bd, "type", wb, str), _req(bd, "gb", wb, float), _req(bd, "channels", wb, int),
                               _req(bd, "channel_gbs", wb, float))
-            if bank.channels < 1 or bank.channel_gbs <= 0:
-                raise UserError(f"{wb}: channels and channel_gbs must be positive")
             banks[b] = bank
     slrs = _opt(f, "slrs", w, int, 1)
     shell = tuple({str(k): float(v) for k, v in dict(s).items()} for s in (f.get("slr_shell") or ()))

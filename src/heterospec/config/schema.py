@@ -1,7 +1,16 @@
 """Structured-config schemas: every Hydra group is checked against one of these dataclasses.
 
-A misspelt key or a value of the wrong type fails at compose time, and
-:func:`heterospec.config.load` turns Hydra's error into one line naming the key.
+A misspelt key or a value of the wrong type fails at compose time, and :func:`heterospec.config.compose_config`
+turns Hydra's error into one line naming the key. Each number also has a range, checked at compose time (and for
+a hardware or system entry read alone, in :func:`heterospec.config.group_entry`) in one line naming the key, the value
+and the range.
+
+A new section: write its dataclass here, declare every numeric field with its range,
+``batch: int = number(8, ge=1)``, ``rate: float = number(1.0, gt=0)``, ``share: float = number(0.5, ge=0, le=1)``
+(a list or mapping of numbers: ``number(factory=list, ge=0)``; no bound: ``number(3)``, unbounded on purpose), and
+add it as a field of :class:`Config` (a Hydra group: register it below too). Nothing else: the compose-time check
+walks :class:`Config`, and tests/test_config_ranges.py tries a value outside each declared range and refuses a
+numeric field declared without ``number``.
 """
 from __future__ import annotations
 
@@ -11,45 +20,47 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from heterospec.config.ranges import number
+
 
 # ----------------------------------------------------------------------------- models
 @dataclass
 class ArchConfig:
     """Shape of a Qwen2-architecture model trained here (ignored for hub checkpoints)."""
-    hidden_size: int = 64
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    intermediate_size: int = 192
-    max_position_embeddings: int = 256
+    hidden_size: int = number(64, ge=1)
+    num_hidden_layers: int = number(2, ge=1)
+    num_attention_heads: int = number(4, ge=1)
+    num_key_value_heads: int = number(2, ge=1)
+    intermediate_size: int = number(192, ge=1)
+    max_position_embeddings: int = number(256, ge=1)
 
 
 @dataclass
 class TrainConfig:
     """How a tiny model is trained on the synthetic task."""
-    steps: int = 1000           # optimiser steps
-    batch_size: int = 32        # sequences per step
-    lr: float = 3e-3            # peak learning rate (cosine decay after warmup)
-    warmup: int = 50            # linear warmup steps
-    weight_decay: float = 0.01
-    threads: int = 1            # torch intra-op threads for this role's training job
-    seed: int = 0
-    log_every: int = 50         # progress line every N steps
-    length_buckets: int = 1     # draw this many batches at once and group them by length (less padding); 1 = off
-    stop_at_step_error: float = 0.0  # draft/target: stop once the greedy step error on validation problems is at or below this; 0 = all steps
-    validate_every: int = 50    # steps between those validation checks
-    validate_every_near: int = 0  # draft/target: when a check reaches stop_at_step_error below validate_again_below, train the last interval again with a check this often and keep the weights nearest the bar (0 = off)
-    validate_again_below: float = 0.0  # draft/target, with validate_every_near: a check this far past the bar fell through the window between two checks
-    stop_at_auroc: float = 0.0  # PRM only: stop once its AUROC on the draft's greedy steps of validation problems is at or above this (checked every validate_every steps); 0 = all steps
-    validation_problems: int = 200  # validation problems (a stream apart from training and the test set)
-    prm_neg_frac: float = 0.5   # PRM only: share of training solutions cut at one corrupted step
+    steps: int = number(1000, ge=1)  # optimiser steps
+    batch_size: int = number(32, ge=1)  # sequences per step
+    lr: float = number(3e-3, gt=0)  # peak learning rate (cosine decay after warmup)
+    warmup: int = number(50, ge=0)  # linear warmup steps
+    weight_decay: float = number(0.01, ge=0)
+    threads: int = number(1, ge=1)  # torch intra-op threads for this role's training job
+    seed: int = number(0, ge=0)
+    log_every: int = number(50, ge=1)  # progress line every N steps
+    length_buckets: int = number(1, ge=1)  # draw this many batches at once and group them by length (less padding); 1 = off
+    stop_at_step_error: float = number(0.0, ge=0, le=1)  # draft/target: stop once the greedy step error on validation problems is at or below this; 0 = all steps
+    validate_every: int = number(50, ge=1)  # steps between those validation checks
+    validate_every_near: int = number(0, ge=0)  # draft/target: when a check reaches stop_at_step_error below validate_again_below, train the last interval again with a check this often and keep the weights nearest the bar (0 = off)
+    validate_again_below: float = number(0.0, ge=0, le=1)  # draft/target, with validate_every_near: a check this far past the bar fell through the window between two checks
+    stop_at_auroc: float = number(0.0, ge=0, le=1)  # PRM only: stop once its AUROC on the draft's greedy steps of validation problems is at or above this (checked every validate_every steps); 0 = all steps
+    validation_problems: int = number(200, ge=1)  # validation problems (a stream apart from training and the test set)
+    prm_neg_frac: float = number(0.5, ge=0, le=1)  # PRM only: share of training solutions cut at one corrupted step
     prm_dense_labels: bool = True  # PRM only: also label each step character (right so far?); one label per step learns too slowly
-    prm_lm_weight: float = 1.0  # PRM only: weight of an auxiliary next-token loss that teaches the backbone the arithmetic
-    prm_draft_samples: int = 0  # PRM only: the trained draft's own steps to learn from (checker-labelled; needs the draft first)
-    prm_draft_share: float = 0.5  # PRM only: share of each batch taken from those draft steps
-    prm_draft_temperature: float = 1.0  # PRM only: half the draft steps greedy, half sampled at this temperature
+    prm_lm_weight: float = number(1.0, ge=0)  # PRM only: weight of an auxiliary next-token loss that teaches the backbone the arithmetic
+    prm_draft_samples: int = number(0, ge=0)  # PRM only: the trained draft's own steps to learn from (checker-labelled; needs the draft first)
+    prm_draft_share: float = number(0.5, ge=0, le=1)  # PRM only: share of each batch taken from those draft steps
+    prm_draft_temperature: float = number(1.0, ge=0)  # PRM only: half the draft steps greedy, half sampled at this temperature
     prm_init_from: str = "scratch"  # PRM only: scratch, or fine-tune from the trained draft's or target's weights, as real PRMs start from an LM
-    prm_extra_layers: int = 0   # PRM only, with prm_init_from: fresh layers on top of that LM's (their outputs start at zero)
+    prm_extra_layers: int = number(0, ge=0)  # PRM only, with prm_init_from: fresh layers on top of that LM's (their outputs start at zero)
 
 
 @dataclass
@@ -77,16 +88,16 @@ class ModelsConfig:
 @dataclass
 class GeneratorConfig:
     """Difficulty knobs of the synthetic multi-step arithmetic task."""
-    min_steps: int = 3               # computed variables per problem (>= 3: speculation needs steps)
-    max_steps: int = 4
-    num_inputs: int = 2              # given variables (a, b, ...)
-    min_operand: int = 1
-    max_operand: int = 9
+    min_steps: int = number(3, ge=3)  # computed variables per problem (>= 3: speculation needs steps)
+    max_steps: int = number(4, ge=3)
+    num_inputs: int = number(2, ge=1)  # given variables (a, b, ...)
+    min_operand: int = number(1)
+    max_operand: int = number(9)
     operations: list[str] = field(default_factory=lambda: ["+", "-"])
     allow_negative: bool = False     # keep every intermediate value >= 0
-    max_value: int = 9               # |every value| <= this: single digits keep the character-level task learnable in minutes
-    train_seed: int = 1              # seed of the (infinite) training stream
-    test_seed: int = 12345           # seed of the held-out test set
+    max_value: int = number(9, ge=0)  # |every value| <= this: single digits keep the character-level task learnable in minutes
+    train_seed: int = number(1, ge=0)  # seed of the (infinite) training stream
+    test_seed: int = number(12345, ge=0)  # seed of the held-out test set
 
 
 @dataclass
@@ -96,8 +107,8 @@ class DatasetConfig:
     path: str = ""                   # JSONL file for real benchmarks
     url: str = ""                    # where the download rule fetches it when the file is missing
     split: str = "test"
-    limit: int = -1                  # -1: every problem
-    shards: int = 1
+    limit: int = number(-1, ge=-1)   # -1: every problem
+    shards: int = number(1, ge=1)
     generator: Optional[GeneratorConfig] = None
 
 
@@ -106,14 +117,14 @@ class DatasetConfig:
 class AlgorithmConfig:
     name: str = MISSING
     backtrack: bool = False          # BRSD when true
-    threshold: float = 0.7           # PRM acceptance threshold
-    backtrack_threshold: float = 0.7
-    max_backtracks: int = 5          # per problem
-    ancestor_limit: int = 10         # anchor search goes up at most this many steps
-    max_steps: int = 100
-    max_tokens_per_call: int = 2048
-    temperature: float = 0.0         # 0 = greedy
-    seed: int = 43
+    threshold: float = number(0.7, ge=0, le=1)  # PRM acceptance threshold
+    backtrack_threshold: float = number(0.7, ge=0, le=1)
+    max_backtracks: int = number(5, ge=0)  # per problem
+    ancestor_limit: int = number(10, ge=0)  # anchor search goes up at most this many steps
+    max_steps: int = number(100, ge=1)
+    max_tokens_per_call: int = number(2048, ge=1)
+    temperature: float = number(0.0, ge=0)  # 0 = greedy
+    seed: int = number(43, ge=0)
     # how the target writes its steps (rescues, backtrack rewrites, partial resumes): plain decoding, or token-level
     # speculation with the run's draft and one of DFVG's strategies (knobs: the token_speculation group); lossless when greedy
     target_decoding: str = "plain"   # plain | chain | hf_heuristic | feedback | tree
@@ -128,31 +139,31 @@ class AlgorithmConfig:
 class MemoryBankConfig:
     """One memory of an FPGA board: ``channels`` x ``channel_gbs`` (its bandwidth is their product, never stated)."""
     type: str = MISSING              # hbm2 | hbm2e | ddr4 | lpddr4 | ...
-    gb: float = MISSING
-    channels: int = MISSING          # HBM pseudo-channels or DDR channels, one AXI port each
-    channel_gbs: float = MISSING     # peak GB/s of one channel
+    gb: float = number(MISSING, gt=0)
+    channels: int = number(MISSING, ge=1)  # HBM pseudo-channels or DDR channels, one AXI port each
+    channel_gbs: float = number(MISSING, gt=0)  # peak GB/s of one channel
 
 
 @dataclass
 class FpgaConfig:
     """An FPGA board's fabric and memories (heterospec.config.hardware.Fabric)."""
     part: Optional[str] = None       # the vendor part number (the vendor flow's set_part)
-    dsp: int = MISSING
+    dsp: int = number(MISSING, ge=0)
     dsp_kind: str = MISSING          # dsp48e2 (UltraScale+) | dsp58 (Versal)
-    lut: Optional[int] = None        # a resource left out is reported as unchecked
-    ff: Optional[int] = None
-    bram36: Optional[int] = None
-    uram: Optional[int] = None
+    lut: Optional[int] = number(None, ge=0)  # a resource left out is reported as unchecked
+    ff: Optional[int] = number(None, ge=0)
+    bram36: Optional[int] = number(None, ge=0)
+    uram: Optional[int] = number(None, ge=0)
     hbm: Optional[MemoryBankConfig] = None
     ddr: Optional[MemoryBankConfig] = None
-    slrs: int = 1                    # super logic regions; the resource model takes each as an equal share
-    memory_slr: int = 0              # the SLR the memory controllers (and so the memory ports) sit in
-    sll_per_boundary: Optional[int] = None  # super-long lines between adjacent SLRs
-    slr_shell: list[dict[str, float]] = field(default_factory=list)  # per SLR: fraction the platform shell takes
-    slr_available: list[dict[str, int]] = field(default_factory=list)  # per SLR: what the shell leaves (published)
-    sll_available: list[int] = field(default_factory=list)  # per SLR boundary: SLLs the shell leaves (published)
-    draft_lanes: Optional[int] = None  # tokens the draft decoder advances per weight pass (bounds DFVG's tree width)
-    clocks_mhz: list[float] = field(default_factory=list)  # kernel clocks the HLS models (clock_mhz always added)
+    slrs: int = number(1, ge=1)      # super logic regions; the resource model takes each as an equal share
+    memory_slr: int = number(0, ge=0)  # the SLR the memory controllers (and so the memory ports) sit in
+    sll_per_boundary: Optional[int] = number(None, ge=0)  # super-long lines between adjacent SLRs
+    slr_shell: list[dict[str, float]] = number(factory=list, ge=0, le=1)  # per SLR: fraction the platform shell takes
+    slr_available: list[dict[str, int]] = number(factory=list, ge=0)   # per SLR: what the shell leaves (published)
+    sll_available: list[int] = number(factory=list, ge=0)   # per SLR boundary: SLLs the shell leaves (published)
+    draft_lanes: Optional[int] = number(None, ge=1)  # tokens the draft decoder advances per weight pass (bounds DFVG's tree width)
+    clocks_mhz: list[float] = number(factory=list, gt=0)   # kernel clocks the HLS models (clock_mhz always added)
 
 
 @dataclass
@@ -162,21 +173,21 @@ class HardwareConfig:
     name: str = MISSING
     kind: str = MISSING              # gpu | fpga | cpu | soc
     memory_type: Optional[str] = None      # hbm3 | gddr6x | lpddr5 | ddr5 ... (fpga: from fpga.hbm, else fpga.ddr)
-    memory_gb: Optional[float] = None      # (fpga: derived)
-    bandwidth_gbs: Optional[float] = None  # (fpga: derived)
-    peak_tflops: dict[str, float] = field(default_factory=dict)  # per precision: fp32, fp16, bf16, int8 (TOPS)
-    clock_mhz: Optional[float] = None
-    power_active_w: float = MISSING
-    power_idle_w: float = MISSING
-    power_cap_w: Optional[float] = None
+    memory_gb: Optional[float] = number(None, gt=0)  # (fpga: derived)
+    bandwidth_gbs: Optional[float] = number(None, gt=0)  # (fpga: derived)
+    peak_tflops: dict[str, float] = number(factory=dict, gt=0)   # per precision: fp32, fp16, bf16, int8 (TOPS)
+    clock_mhz: Optional[float] = number(None, gt=0)
+    power_active_w: float = number(MISSING, ge=0)
+    power_idle_w: float = number(MISSING, ge=0)
+    power_cap_w: Optional[float] = number(None, gt=0)
     fpga: Optional[FpgaConfig] = None
 
 
 @dataclass
 class LinkConfig:
     name: str = "pcie_gen3_x16"
-    bandwidth_gbs: float = 16.0      # per direction, as in the artifact's comm model
-    latency_us: float = 1.0          # per transfer
+    bandwidth_gbs: float = number(16.0, gt=0)  # per direction, as in the artifact's comm model
+    latency_us: float = number(1.0, ge=0)  # per transfer
 
 
 @dataclass
@@ -227,11 +238,11 @@ class CollectConfig:
     algorithms: list[str] = field(default_factory=lambda: ["rsd", "brsd"])   # algorithm configs or variants to run
     variants: dict[str, CollectVariant] = field(default_factory=_collect_variants)
     executors: list[str] = field(default_factory=lambda: ["sequential", "step_ahead"])
-    limit: int = -1                  # problems per dataset (-1: the dataset's own limit)
-    shards: int = 1                  # problem ranges run as separate jobs (and cluster tasks)
+    limit: int = number(-1, ge=-1)   # problems per dataset (-1: the dataset's own limit)
+    shards: int = number(1, ge=1)    # problem ranges run as separate jobs (and cluster tasks)
     processes: bool = True           # one worker process per role (false: all in this process, for debugging)
-    threads_per_role: int = 1        # torch threads in each role's worker
-    repeats: int = 1                 # runs of each problem, in rounds; > 1: every run's timings (repeats table)
+    threads_per_role: int = number(1, ge=1)  # torch threads in each role's worker
+    repeats: int = number(1, ge=1)   # runs of each problem, in rounds; > 1: every run's timings (repeats table)
     # the draft implementation that writes the draft's steps (heterospec.config.collect_variants.draft_implementation):
     # model (the trained checkpoint in torch) | w8a8 (the quantize stage's int8 export, in torch) | a board of hls.boards
     # (its generated HLS kernel, C++ on this CPU, from the same export)
@@ -270,8 +281,8 @@ class SpeculationPricesConfig:
     """How the replay prices a target write made by token-level speculation (replay.schedules ending in _sd,
     target_sd): per DFVG strategy, tokens out per verification round (tau) and tokens drafted per round."""
     strategy: str = "chain"          # which strategy's numbers the replay uses
-    tau: dict[str, Optional[float]] = field(default_factory=dict)   # strategy -> tau (null: no published value)
-    draft_len: dict[str, int] = field(default_factory=dict)         # strategy -> tokens drafted per round
+    tau: dict[str, Optional[float]] = number(factory=dict, ge=1)    # strategy -> tau (null: no published value)
+    draft_len: dict[str, int] = number(factory=dict, ge=1)          # strategy -> tokens drafted per round
     source: str = ""                 # where the numbers come from (figure captions quote it)
 
 
@@ -286,8 +297,8 @@ class ReplayConfig:
     schedules: list[str] = field(default_factory=lambda: ["sequential", "step_ahead", "hetero"])  # conf/schedule names
     systems: list[str] = field(default_factory=lambda: ["gpu3", "hetero_u280", "hetero_v80"])   # conf/system names
     engine: str = "fast"             # fast | simpy (same times; simpy is ~50x slower)
-    workers: int = 1                 # processes for the replay grid
-    call_overhead_ms: dict[str, float] = field(default_factory=dict)  # roofline: ms per forward pass by device kind
+    workers: int = number(1, ge=1)   # processes for the replay grid
+    call_overhead_ms: dict[str, float] = number(factory=dict, ge=0)   # roofline: ms per forward pass by device kind
     prefix_cache: bool = True        # roofline/hls: target and PRM read only context not in their KV cache
     prefetch_outcome: str = "auto"   # auto | recorded | simulated: rejected steps' target work (auto: paper profiles record)
     validate_system: str = "cpu3"    # the system our own traces were collected on
@@ -299,20 +310,20 @@ class ReplayConfig:
 @dataclass
 class QuantizeConfig:
     """W8A8 SmoothQuant-style quantisation of the draft (heterospec.quantize)."""
-    alpha: float = 0.5               # smoothing strength: 0 leaves outliers in the activations, 1 moves them all to weights
-    calibration_prompts: int = 256   # synthetic problems (prompt + solution) whose activation ranges set the smoothing
-    calibration_seed: int = 777      # neither the training stream's seed nor the test set's
-    rope_positions: int = 4096       # RoPE table rows exported: the quantised draft's longest context
-    eval_problems: int = -1          # held-out problems in the quality report (-1: eval_limit, else the dataset's limit)
-    max_new_tokens: int = 96         # generation budget per problem in the quality report
-    max_accuracy_drop: float = 2.0   # bar: accuracy points the int8 draft may lose
+    alpha: float = number(0.5, ge=0, le=1)  # smoothing strength: 0 leaves outliers in the activations, 1 moves them all to weights
+    calibration_prompts: int = number(256, ge=1)  # synthetic problems (prompt + solution) whose activation ranges set the smoothing
+    calibration_seed: int = number(777, ge=0)  # neither the training stream's seed nor the test set's
+    rope_positions: int = number(4096, ge=1)  # RoPE table rows exported: the quantised draft's longest context
+    eval_problems: int = number(-1, ge=-1)  # held-out problems in the quality report (-1: eval_limit, else the dataset's limit)
+    max_new_tokens: int = number(96, ge=1)  # generation budget per problem in the quality report
+    max_accuracy_drop: float = number(2.0, ge=0, le=100)  # bar: accuracy points the int8 draft may lose
 
 
 @dataclass
 class HlsEngineConfig:
     """One int8 matrix-vector engine shape: ``rows`` outputs x ``cols`` inputs per cycle (MACs = rows * cols)."""
-    rows: int = 8                    # must divide every layer's output size
-    cols: int = 64                   # must divide every layer's input size
+    rows: int = number(8, ge=1)      # must divide every layer's output size
+    cols: int = number(64, ge=1)     # must divide every layer's input size
 
 
 @dataclass
@@ -324,16 +335,16 @@ class HlsConfig:
     design: HlsEngineConfig = field(default_factory=HlsEngineConfig)    # the reference model's engines (perf model)
     kernel: HlsEngineConfig = field(default_factory=lambda: HlsEngineConfig(rows=1, cols=16))  # the run's draft (C-sim)
     pipeline: dict[str, Any] = field(default_factory=dict)      # the design: heterospec.hls.perf.Design's fields
-    resources: dict[str, float] = field(default_factory=dict)   # per-unit resource costs of the resource model
-    shell_margin: dict[str, float] = field(default_factory=dict)  # fraction of each resource the platform shell takes
-    timing: dict[str, dict[str, float]] = field(default_factory=dict)  # per clock (MHz): utilisation ceilings that close
+    resources: dict[str, float] = number(factory=dict, ge=0)    # per-unit resource costs of the resource model
+    shell_margin: dict[str, float] = number(factory=dict, ge=0, le=1)  # fraction of each resource the platform shell takes
+    timing: dict[str, dict[str, float]] = number(factory=dict, ge=0, le=1)  # per clock (MHz): utilisation ceilings that close
     reference_models: list[str] = field(default_factory=list)  # Hugging Face ids with a published shape (heterospec.shapes)
-    contexts: list[int] = field(default_factory=lambda: [0, 512, 1024, 2048])  # context lengths of the perf table
-    csim_prompts: int = 20           # prompts run through the C simulation, bit-exact against the torch reference
-    csim_max_new_tokens: int = 64
+    contexts: list[int] = number(factory=lambda: [0, 512, 1024, 2048], ge=0)   # context lengths of the perf table
+    csim_prompts: int = number(20, ge=0)  # prompts run through the C simulation, bit-exact against the torch reference
+    csim_max_new_tokens: int = number(64, ge=1)
     cxx: str = "g++"                 # C++ compiler of the C simulation
-    kvmu_pointer_bits: int = 16      # KVMU pointer width (max context 2^bits - 1)
-    kvmu_synth_bits: list[int] = field(default_factory=lambda: [8, 16, 24, 32])  # widths synthesised with Yosys
+    kvmu_pointer_bits: int = number(16, ge=1)  # KVMU pointer width (max context 2^bits - 1)
+    kvmu_synth_bits: list[int] = number(factory=lambda: [8, 16, 24, 32], ge=1)   # widths synthesised with Yosys
     vendor_tools: list[str] = field(default_factory=lambda: ["tapa", "vitis_hls", "v++"])
 
 
@@ -341,22 +352,22 @@ class HlsConfig:
 @dataclass
 class FeedbackConfig:
     """DFVG's acceptance-feedback draft length (the semantics of its configs/draft_params.yaml)."""
-    min_draft: int = 8               # the draft length never falls below this
-    max_draft: int = 64              # ... nor grows above this
-    max_verify: int = 16             # tokens one verification pass checks; the rest of the draft waits its turn
-    threshold: float = 0.6           # acceptance ratio (accepted / verified) that counts as a good round
-    backoff: float = 0.5             # draft length x this after a bad round
-    growth: float = 1.2              # draft length x this after a good round
+    min_draft: int = number(8, ge=1)  # the draft length never falls below this
+    max_draft: int = number(64, ge=1)  # ... nor grows above this
+    max_verify: int = number(16, ge=1)  # tokens one verification pass checks; the rest of the draft waits its turn
+    threshold: float = number(0.6, ge=0, le=1)  # acceptance ratio (accepted / verified) that counts as a good round
+    backoff: float = number(0.5, gt=0, le=1)  # draft length x this after a bad round
+    growth: float = number(1.2, ge=1)  # draft length x this after a good round
 
 
 @dataclass
 class TreeConfig:
     """Confidence-driven dynamic draft tree: expand the likeliest nodes, prune unconfident branches."""
-    max_width: int = 8               # nodes drafted per level: at most the FPGA's draft lanes (one weight pass)
-    max_depth: int = 16              # levels, i.e. draft passes per tree
-    max_nodes: int = 32              # nodes kept for verification (best cumulative draft log-prob)
-    top_k: int = 4                   # children considered per expanded node
-    min_confidence: float = 0.4      # a branch stops once its cumulative draft probability falls below this
+    max_width: int = number(8, ge=1)  # nodes drafted per level: at most the FPGA's draft lanes (one weight pass)
+    max_depth: int = number(16, ge=1)  # levels, i.e. draft passes per tree
+    max_nodes: int = number(32, ge=1)  # nodes kept for verification (best cumulative draft log-prob)
+    top_k: int = number(4, ge=1)     # children considered per expanded node
+    min_confidence: float = number(0.4, ge=0, le=1)  # a branch stops once its cumulative draft probability falls below this
 
 
 @dataclass
@@ -365,8 +376,8 @@ class TokenSpeculationConfig:
     decoder. DFVG's collection, a speculative target write in collect (algorithm.target_decoding) and the evaluate
     stage's target_sd method all read this group; which strategy runs is theirs to say."""
     name: str = "default"
-    chain_length: int = 8            # chain: draft tokens per round
-    hf_start: int = 20               # hf_heuristic: initial draft length (transformers' num_assistant_tokens)
+    chain_length: int = number(8, ge=1)  # chain: draft tokens per round
+    hf_start: int = number(20, ge=1)  # hf_heuristic: initial draft length (transformers' num_assistant_tokens)
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     tree: TreeConfig = field(default_factory=TreeConfig)
     draft_decoder: str = "auto"      # lean (Qwen2 drafts: the FPGA kernel's software twin) | hf | auto
@@ -381,7 +392,7 @@ class DfvgReplayConfig:
     fpga: str = "u280"               # conf/hardware: the draft accelerator
     gpu: str = "rtx3090"             # conf/hardware: the verifier (and, GPU-only, the draft too)
     link: LinkConfig = field(default_factory=LinkConfig)
-    align_bytes_per_token: int = 4   # accepted-path token ids sent back to the FPGA per accepted token
+    align_bytes_per_token: int = number(4, ge=0)  # accepted-path token ids sent back to the FPGA per accepted token
 
 
 @dataclass
@@ -391,11 +402,11 @@ class DfvgConfig:
     name: str = "default"
     enabled: bool = False            # the dfvg experiment turns this on: its collect + replay rules join the run
     strategies: list[str] = field(default_factory=lambda: ["chain", "hf_heuristic", "feedback", "tree"])
-    prompts: int = 100               # held-out synthetic problems decoded per strategy
-    max_new_tokens: int = 96         # per prompt
-    temperature: float = 0.0         # 0: greedy verification (lossless); > 0: speculative sampling over the tree
-    seed: int = 0                    # sampling seed
-    threads: int = 1                 # torch threads of the collection
+    prompts: int = number(100, ge=1)  # held-out synthetic problems decoded per strategy
+    max_new_tokens: int = number(96, ge=1)  # per prompt
+    temperature: float = number(0.0, ge=0)  # 0: greedy verification (lossless); > 0: speculative sampling over the tree
+    seed: int = number(0, ge=0)      # sampling seed
+    threads: int = number(1, ge=1)   # torch threads of the collection
     draft_hardware: str = "u280"     # conf/hardware whose fpga.draft_lanes bound the tree
     replay: DfvgReplayConfig = field(default_factory=DfvgReplayConfig)
 
@@ -405,10 +416,10 @@ class DfvgConfig:
 class Config:
     experiment: str = "default"      # results go to results/<run name>/
     name: str = ""                   # run name; empty = derived from experiment and overrides
-    seed: int = 0
+    seed: int = number(0, ge=0)
     datasets: list[str] = field(default_factory=lambda: ["synthetic"])  # the experiment's dataset grid
-    eval_limit: int = -1             # cap on problems per dataset for the evaluate stage (-1: all)
-    eval_max_new_tokens: int = 256   # per-problem generation budget of draft-only / target-only runs
+    eval_limit: int = number(-1, ge=-1)  # cap on problems per dataset for the evaluate stage (-1: all)
+    eval_max_new_tokens: int = number(256, ge=1)  # per-problem generation budget of draft-only / target-only runs
     models: ModelsConfig = MISSING
     dataset: DatasetConfig = MISSING
     algorithm: AlgorithmConfig = MISSING

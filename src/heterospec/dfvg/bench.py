@@ -5,6 +5,8 @@
 2. CPU wall-clock of every method on the same prompts (methods interleaved, each timed ``repeats`` times, the
    fastest repetition counts), with the check that each produced exactly the target's greedy tokens;
 3. the rounds replayed as draft-on-FPGA / verify-on-GPU against GPU-only speculative decoding and plain decoding.
+
+It prints the three and returns the first two as ``{"tau": (columns, rows), "wall": (columns, rows)}``.
 """
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _decode(pair, cfg, items, strat):
     return [r.row() for _, ids in items for r in dec.generate(ids, strat(), cfg.dfvg.max_new_tokens)[1]]
 
 
-def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int = 3, n_prompts: int = 0) -> None:
+def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int = 3, n_prompts: int = 0) -> dict:
     torch.set_num_threads(int(cfg.dfvg.threads))
     if n_prompts:
         cfg = OmegaConf.merge(cfg, {"dfvg": {"prompts": n_prompts}})
@@ -78,6 +80,7 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
     rows = [_tau_rows(results[s][1], s) for s in cfg.dfvg.strategies]
     cols = ["strategy", "rounds", "tau", "acceptance", "draft_efficiency", "nodes", "depth", "draft_passes"]
     print(format_table(cols, rows))
+    tau_table = (cols, rows)
     # the tree drafts a different number of tokens every round: compare it with the chains just shorter and
     # just longer than its mean, interpolated to the same mean number of drafted tokens
     t = cfg.token_speculation.tree
@@ -108,8 +111,9 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
         rows.append((m, tokens[m], round(best[m], 3), round(tokens[m] / best[m], 1),
                      round(best["target_greedy"] / best[m], 3), round(best["hf_assisted"] / best[m], 3),
                      f"{same}/{len(gens)}" if m != "target_greedy" else "reference"))
-    print(format_table(["method", "tokens", "wall_s", "tok_per_s", "speedup_vs_target", "speedup_vs_hf_assisted",
-                        "identical"], rows))
+    wall_table = (["method", "tokens", "wall_s", "tok_per_s", "speedup_vs_target", "speedup_vs_hf_assisted",
+                   "identical"], rows)
+    print(format_table(*wall_table))
 
     # 3. replay
     from heterospec.dfvg.replay import replay, summary
@@ -123,3 +127,4 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
     keep = ["profile", "strategy", "design", "tokens_per_s", "j_per_token", "speedup_vs_plain", "energy_gain_vs_plain",
             "speedup_vs_gpu_only", "guess_hit_pct"]
     print(format_table(keep, [tuple(x[k] for k in keep) for x in srows]))
+    return {"tau": tau_table, "wall": wall_table}

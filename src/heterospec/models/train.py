@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 
-import copy
 import json
 import math
 import os
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -29,6 +28,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
 
 from heterospec.errors import UserError
+from heterospec.models.early_stop import EarlyStop, Validation
 from heterospec.models.prm import PrmProtocol
 from heterospec.models.rollouts import StepSample, every_position, random_positions, sample_steps
 from heterospec.models.tokenizer import STEP, build_tokenizer, char_encoder
@@ -214,39 +214,6 @@ def _prm_loss(model, batch: dict[str, torch.Tensor], lm_weight: float) -> torch.
     return loss
 
 
-@dataclass
-class Validation:
-    """A measured stop: training ends at the first check whose ``measure`` reaches the bar.
-
-    Checks fall every ``every`` steps. With ``every_near``, a measure that reaches the bar but lands below
-    ``again_below`` (it fell through the window the bar sets between two checks) sends training back to the
-    previous check, whose weights and optimiser state were kept, and the same batches are trained again
-    with a check every ``every_near`` steps (training is deterministic, so the replay retraces the same weights);
-    it stops at the first of those checks that reaches the bar and keeps the weights of whichever of that check
-    and the one before sits nearer the bar. A measure that drops steeply (a draft learning the task between two
-    checks) thus stops near the bar, at the cost of one interval trained twice.
-    """
-    name: str                           # what is measured, for the log ("step error", "AUROC")
-    key: str                            # the manifest's field for the value at the stop
-    bar: float
-    measure: Callable[[Any], float]     # model -> value, in eval mode, no gradients
-    reached: Callable[[float], bool]
-    every: int
-    every_near: int = 0
-    again_below: float = float("-inf")  # with every_near: a check that reaches the bar below this fell through its window
-
-    def check(self, model) -> float:
-        model.eval()
-        with torch.no_grad():
-            value = self.measure(model)
-        model.train()
-        return value
-
-    def nearer(self, a: float, b: float) -> bool:
-        """Whether ``a`` sits nearer the bar than ``b``."""
-        return abs(a - self.bar) < abs(b - self.bar)
-
-
 def _validation_problems(gen: Any, train: Any) -> list[Problem]:
     """The validation problems: a stream of their own, apart from every training stream and the test set."""
     stream = training_stream(gen, int(gen.train_seed) * 1000 + 900)
@@ -338,108 +305,102 @@ def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
         torch.use_deterministic_algorithms(deterministic)
 
 
+@dataclass
+class Progress:
+    """Where training stands: optimiser steps taken, tokens trained on, the last batch's loss and its moving
+    average (what the log shows)."""
+    step: int = 0
+    tokens: int = 0
+    loss_ema: float | None = None
+    loss: float = float("nan")
+
+    def add(self, batch: dict[str, torch.Tensor], loss: float) -> None:
+        self.step += 1
+        self.tokens += int(batch["attention_mask"].sum())
+        self.loss = loss
+        self.loss_ema = loss if self.loss_ema is None else 0.95 * self.loss_ema + 0.05 * loss
+
+    def snapshot(self) -> "Progress":
+        return replace(self)
+
+    def restore(self, earlier: "Progress") -> None:
+        self.step, self.tokens, self.loss_ema, self.loss = earlier.step, earlier.tokens, earlier.loss_ema, earlier.loss
+
+
 def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Callable[[str], None],
            draft_dir: Path | None, init_dir: Path | None) -> dict:
+    """The training loop: a fresh (or LM-initialised) model, seeded batches, an optimiser step each, a progress line
+    every ``log_every`` steps, the early stop's checks; then the model saved with its metrics."""
     torch.manual_seed(int(train.seed))
-
     tokenizer = build_tokenizer()
-    if init_dir is not None:
-        model = _prm_from_lm(Path(init_dir), int(train.prm_extra_layers), tokenizer)
-        arch = model.config
-        log(f"[train prm] starting from the {train.prm_init_from}'s weights in {init_dir}"
-            f" (+ {train.prm_extra_layers} fresh layers)")
-    else:
-        model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(qwen2_config(arch, tokenizer, role))
-    model.train()
+    model, arch = _initial_model(role, arch, train, tokenizer, init_dir, log)
     n_params = sum(p.numel() for p in model.parameters())
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": train.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=train.lr, betas=(0.9, 0.95))
+    opt = _optimiser(model, train)
     log(f"[train {role}] {n_params:,} params, {train.steps} steps x {train.batch_size} seqs, "
         f"{train.threads} thread(s), hidden {arch.hidden_size} x {arch.num_hidden_layers} layers")
 
     t0, cpu0 = time.time(), time.process_time()   # the draft's samples count in the PRM's training time
     samples = draft_samples(Path(draft_dir), gen, train, log) if role == "prm" and train.prm_draft_samples > 0 else []
-    tokens, loss_ema, loss = 0, None, float("nan")
     data = batches(tokenizer, gen, role, train, samples)
     validation = _validator(role, train, gen, tokenizer, draft_dir)
-    next_check = validation.every if validation else 0
-    stopped, replayed = None, 0
-    previous = None    # the last check: (step, value, weights), kept at the stop when nearer the bar
-    mark = None        # the last check before any replay: (step, value, weights, optimiser state, tokens, loss ema)
-    since_mark: list[dict] = []   # the batches trained since it, to train again with denser checks
-    replay: list[dict] = []       # batches still to train again
-    step = 0
-    while step < train.steps:
-        batch = replay.pop(0) if replay else next(data)
-        if mark is not None and not replayed:
-            since_mark.append(batch)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, train)
-        loss_t = (_prm_loss(model, batch, float(train.prm_lm_weight)) if role == "prm"
-                  else model(**batch).loss)
-        loss_t.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_t.item()
-        loss_ema = loss if loss_ema is None else 0.95 * loss_ema + 0.05 * loss
-        tokens += int(batch["attention_mask"].sum())
-        step += 1
-        if step % train.log_every == 0 or step == train.steps:
+    stop = EarlyStop(validation, int(train.steps), lambda s: log(f"[train {role}] {s}")) if validation else None
+    run = Progress()
+    while run.step < train.steps:
+        batch = stop.next_batch(data) if stop else next(data)
+        run.add(batch, _optimiser_step(model, opt, batch, lr_at(run.step, train), role, float(train.prm_lm_weight)))
+        if run.step % train.log_every == 0 or run.step == train.steps:
             el = time.time() - t0
-            eta = el / step * (train.steps - step)
-            log(f"[train {role}] step {step}/{train.steps} loss {loss_ema:.4f} "
-                f"{tokens / el:,.0f} tok/s elapsed {_fmt_s(el)} eta {_fmt_s(eta)}")
-        if validation is None or step != next_check:
-            continue
-        value = validation.check(model)
-        log(f"[train {role}] step {step}: {validation.name} {value:.3f} (stops at {validation.bar})")
-        if validation.reached(value):
-            if validation.every_near > 0 and value < validation.again_below and not replayed and mark is not None:
-                # it reached the bar somewhere in the last interval: train that interval again, checking densely
-                step, mark_value, weights, opt_state, tokens, loss_ema = mark
-                model.load_state_dict(weights)
-                opt.load_state_dict(opt_state)
-                previous, replay, replayed = (step, mark_value, weights), since_mark, len(since_mark)
-                next_check = step + validation.every_near
-                log(f"[train {role}] back to step {step}: training steps {step + 1}-{step + replayed} again with a "
-                    f"check every {validation.every_near} steps")
-                continue
-            stopped = {"stopped_at": step, validation.key: round(value, 4)}
-            log(f"[train {role}] stopping at step {step} of {train.steps} ({validation.name} reached {validation.bar})")
-            if replayed and previous is not None and validation.nearer(previous[1], value):
-                model.load_state_dict(previous[2])
-                stopped = {"stopped_at": previous[0], validation.key: round(previous[1], 4)}
-                log(f"[train {role}] keeping step {previous[0]}'s weights ({validation.name} {previous[1]:.3f} is "
-                    f"nearer {validation.bar} than {value:.3f})")
+            log(f"[train {role}] step {run.step}/{train.steps} loss {run.loss_ema:.4f} {run.tokens / el:,.0f} tok/s "
+                f"elapsed {_fmt_s(el)} eta {_fmt_s(el / run.step * (train.steps - run.step))}")
+        if stop and stop.due(run.step) and stop.check(model, opt, run):
             break
-        if replayed:
-            previous = (step, value, copy.deepcopy(model.state_dict()))
-            next_check = step + validation.every_near
-        else:
-            if validation.every_near > 0:
-                mark = (step, value, copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()), tokens,
-                        loss_ema)
-                since_mark = []
-            next_check = step + validation.every
+
     wall = time.time() - t0
-    metrics = {"role": role, "final_loss": loss_ema, "last_batch_loss": loss, "params": n_params,
-               "steps": step, "wall_s": round(wall, 2), "tokens": tokens,
+    metrics = {"role": role, "final_loss": run.loss_ema, "last_batch_loss": run.loss, "params": n_params,
+               "steps": run.step, "wall_s": round(wall, 2), "tokens": run.tokens,
                "cpu_s": round(time.process_time() - cpu0, 2),   # what the wall time would be on a free core
-               "tokens_per_s": round(tokens / wall, 1)}
+               "tokens_per_s": round(run.tokens / wall, 1)}
     if samples:
         metrics.update(draft_steps=len(samples), draft_steps_wrong=sum(not s.correct for s in samples))
-    if validation is not None:
-        metrics.update(stopped or {"stopped_at": None})
-        if validation.every_near > 0:
-            metrics["steps_trained_twice"] = replayed
-
+    if stop:
+        metrics.update(stop.fields())
     model.eval()
     _save_atomic(out_dir, model, tokenizer, metrics)
-    log(f"[train {role}] saved to {out_dir} in {_fmt_s(wall)} (loss {loss_ema:.4f})")
+    log(f"[train {role}] saved to {out_dir} in {_fmt_s(wall)} (loss {run.loss_ema:.4f})")
     return metrics
+
+
+def _initial_model(role: str, arch: Any, train: Any, tokenizer, init_dir: Path | None, log: Callable[[str], None]):
+    """The model training starts from, and its shape: fresh from ``arch``, or (a PRM) on a trained LM's layers."""
+    if init_dir is not None:
+        model = _prm_from_lm(Path(init_dir), int(train.prm_extra_layers), tokenizer)
+        log(f"[train prm] starting from the {train.prm_init_from}'s weights in {init_dir}"
+            f" (+ {train.prm_extra_layers} fresh layers)")
+        arch = model.config
+    else:
+        model = (Qwen2ForTokenClassification if role == "prm" else Qwen2ForCausalLM)(qwen2_config(arch, tokenizer, role))
+    model.train()
+    return model, arch
+
+
+def _optimiser(model, train: Any) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only (not on norms and biases)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": train.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=train.lr, betas=(0.9, 0.95))
+
+
+def _optimiser_step(model, opt, batch: dict[str, torch.Tensor], lr: float, role: str, prm_lm_weight: float) -> float:
+    """One step on ``batch`` at learning rate ``lr`` (gradients clipped to norm 1); the batch's loss."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+    loss = _prm_loss(model, batch, prm_lm_weight) if role == "prm" else model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
 
 
 def _prm_from_lm(lm_dir: Path, extra_layers: int, tokenizer) -> Qwen2ForTokenClassification:

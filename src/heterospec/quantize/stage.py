@@ -32,13 +32,11 @@ def quantize_draft(cfg, paths: RunPaths, overrides: list[str], out: Path, qualit
     from heterospec.models.prompts import format_prompt
     from heterospec.models.role_manifest import read_manifest
     from heterospec.quantize.model import load_quantized_draft
-    from heterospec.quantize.quality import QUALITY_SCHEMA, compare, print_quality
+    from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA, compare, print_quality
     from heterospec.quantize.w8a8 import quantize_model, save_export
     from heterospec.tasks.synthetic import generate_problems, held_out_problems
 
     q = cfg.quantize
-    if q.calibration_prompts < 1:
-        raise UserError(f"quantize.calibration_prompts={q.calibration_prompts} must be at least 1")
     t0 = time.time()
     out_dir = Path(out).parent
     if Path(out).name != MANIFEST_FILE:

@@ -98,8 +98,6 @@ def check_tree(tree: Any, lanes: int, hw_name: str) -> None:
     if tree.max_nodes > lanes * tree.max_depth:
         raise UserError(f"token_speculation.tree.max_nodes={tree.max_nodes} exceeds what '{hw_name}' drafts in "
                         f"{tree.max_depth} levels ({lanes} lanes x {tree.max_depth} = {lanes * tree.max_depth})")
-    if min(tree.max_width, tree.max_depth, tree.max_nodes, tree.top_k) < 1:
-        raise UserError("token_speculation.tree: max_width, max_depth, max_nodes and top_k must be >= 1")
 
 
 def make_strategy(name: str, knobs: Any, lanes: int | None = None, hw_name: str = "") -> Strategy:
