@@ -24,9 +24,10 @@ from heterospec.arrivals import Arrivals, open_times, request_order
 from heterospec.config import compose_config, dataset_config
 from heterospec.config.collect_variants import draft_implementation
 from heterospec.config.digest import digest
-from heterospec.config.serving import ROLES, check_kv_room, check_serving, load_points, serving_dataset
+from heterospec.config.serving_checks import ROLES, check_serving, load_points, serving_dataset
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
+from heterospec.precision import DTYPE_PRECISION, kv_bytes_per_token
 from heterospec.reasoning.serving_schemas import TABLES
 from heterospec.store import write_parquet
 
@@ -58,6 +59,23 @@ def _open_journal(journal: Path, spec: str) -> None:
         shutil.rmtree(journal)
     journal.mkdir(parents=True, exist_ok=True)
     stamp.write_text(spec)
+
+
+def check_kv_room(cfg, role: str, model_config: dict) -> None:
+    """``serving.max_batch.<role>`` sequences of the model's longest context must fit the role's device memory."""
+    b = int(cfg.serving.max_batch[role])
+    heads = int(model_config["num_attention_heads"])
+    head_dim = int(model_config.get("head_dim") or int(model_config["hidden_size"]) // heads)
+    per_token = kv_bytes_per_token(int(model_config["num_hidden_layers"]),
+                                   int(model_config.get("num_key_value_heads") or heads), head_dim,
+                                   DTYPE_PRECISION.get(str(cfg.models[role].dtype), "fp32"))
+    tokens = int(model_config["max_position_embeddings"])
+    need_gb = b * tokens * per_token / 1e9
+    device = cfg.system[role]
+    have_gb = float(device.memory_gb) if device.get("memory_gb") is not None else None
+    if have_gb is not None and need_gb > have_gb:
+        raise UserError(f"serving.max_batch.{role}: {b} sequences of up to {tokens} tokens need {need_gb:.1f} GB of KV "
+                        f"cache; the {role}'s device ({device.name}) holds {have_gb:g} GB")
 
 
 def _checkpoints(cfg, paths: RunPaths) -> dict[str, str]:

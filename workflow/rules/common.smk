@@ -10,7 +10,7 @@ from heterospec.config.snakemake import run_overrides, validate_config
 from heterospec.config.collect_variants import check_collect, draft_implementation, is_variant
 from heterospec.config.drafts import is_board
 from heterospec.config.collect_variants import executors as collect_executors
-from heterospec.config.serving import check_serving, serving_dataset
+from heterospec.config.serving_checks import check_serving, serving_dataset
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
@@ -31,7 +31,7 @@ try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra con
     JOBS = JobSizes(CFG, {d: RESOLVED.dataset(d) for d in CFG.datasets})
     check_collect(CFG)  # every collect.algorithms name: an algorithm config or a collect.variants entry
     if CFG.serving.enabled:
-        check_serving(CFG)  # loads, batch sizes, a draft that can serve (heterospec.config.serving)
+        check_serving(CFG)  # loads, batch sizes, a draft that can serve (heterospec.config.serving_checks)
 except UserError as e:
     print(f"heterospec: {e}", file=sys.stderr)
     sys.exit(2)

@@ -64,7 +64,7 @@ READS: dict[str, tuple[str | Entries, ...]] = {
                         Entries("schedule", "schedule", "replay.validate_schedules")),
     # a serving run: its section, the served algorithm, the trio, the devices (and their memory: the KV bound), the draft
     "serve": ("serving", Entries("collect_variant", "algorithm", "serving.algorithm"), "models", "system.torch_devices",
-              "system.draft", "system.prm", "system.target", "collect.draft", "collect.threads_per_role",
+              Entries("system", "system", "system.name"), "collect.draft", "collect.threads_per_role",
               Entries("dataset", "dataset", "datasets")),
     "serving_validate": ("serving", "models", "system.torch_devices"),
     "dfvg_collect": ("dfvg", "token_speculation", "models", "system.torch_devices",

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from heterospec import stage
-from heterospec.config.serving import serving_dataset
+from heterospec.config.serving_checks import serving_dataset
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.reasoning.collect_schemas import CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, STEPS_TRACE_SCHEMA
