@@ -44,6 +44,8 @@ MUST_MOVE = {
     "serve": ["serving.requests", "serving.max_batch", "algorithm.threshold", "models.prm.dtype",
               "system.torch_devices.target", "collect.draft", "dataset.limit", "system.target.memory_gb"],
     "serving_validate": ["serving.requests", "models.prm.arch"],
+    "replay_load": ["load.requests", "load.slo.multiple", "replay.token_speculation.source", "models.target.arch",
+                    "hls.pipeline", "collect.limit"],
     "dfvg_collect": ["dfvg.prompts", "token_speculation.tree", "models.target.dtype", "system.torch_devices.draft"],
     "dfvg_replay": ["dfvg.prompts", "models.draft.arch", "replay.call_overhead_ms"],
 }

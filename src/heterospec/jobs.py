@@ -124,6 +124,11 @@ class JobSizes:
             return Need(threads=1, gpu=0, mem_mb=2 * PROCESS_MB, runtime=LIGHT_RUNTIME_MIN.get(stage, 30))
         return sizer(**wildcards)
 
+    def _replay_load(self) -> Need:
+        # no model: the load replay's worker processes (load.workers), each a simulation at a time
+        workers = max(1, int(self.cfg.load.workers))
+        return Need(threads=workers, gpu=0, mem_mb=workers * PROCESS_MB, runtime=LIGHT_RUNTIME_MIN["replay"])
+
     # ------------------------------------------------------------------ stages that load models
     def _train_model(self, role: str, model_key: str = "") -> Need:   # the key only names the output folder
         m = self.cfg.models[role]

@@ -161,6 +161,19 @@ class RunPaths:
     def replay_validation(self) -> Path:
         return self.root / "replay" / "validation.parquet"
 
+    # the load replay (heterospec.replay.load): per request, per load point, capacity at the SLO
+    @property
+    def load_requests(self) -> Path:
+        return self.root / "load" / "requests.parquet"
+
+    @property
+    def load_points(self) -> Path:
+        return self.root / "load" / "points.parquet"
+
+    @property
+    def load_capacity(self) -> Path:
+        return self.root / "load" / "capacity.parquet"
+
     @property
     def batch_prices(self) -> Path:
         """The run's trio's batched call prices on the CPU (replay.price_sweep; BATCH_PRICES_SCHEMA)."""

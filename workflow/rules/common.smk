@@ -218,6 +218,27 @@ def replay_inputs(wildcards):
     return inputs
 
 
+def load_outputs():
+    """The load replay (load.enabled): on the artifact's traces when the run imports them, else on our own
+    sequential collects of RSD and BRSD."""
+    if not CFG.load.enabled or not (replay_outputs() or validation_outputs()):
+        return []
+    return [str(PATHS.load_requests), str(PATHS.load_points), str(PATHS.load_capacity)]
+
+
+def load_inputs(wildcards):
+    """Its traces (the artifact's imported ones, or our collects), and what its profile reads."""
+    if str(CFG.load.traces) == "artifact" or (str(CFG.load.traces) == "auto" and replay_outputs()):
+        inputs = [str(PATHS.replay_events(ts)) for ts in ("with_bt", "no_bt")]
+    else:
+        inputs = collections(plain=True)
+    if CFG.load.profile == "hls":
+        inputs.append(str(PATHS.hls_perf))
+    if CFG.load.profile == "measured":  # the fit on our collects; the batching curve from the price sweep
+        inputs += [str(PATHS.replay_fit), str(PATHS.batch_prices)]
+    return inputs
+
+
 def hls_outputs():
     """The W8A8 draft's quality, the HLS models, the KVMU synthesis, per board the vendor-flow status and the
     C simulation (for drafts trained here: a 0.5B draft is far too slow to simulate in plain C++). ``hls.enabled=false``
@@ -273,6 +294,7 @@ def stage_outputs():
         *ours_outputs(),
         *tau_sweep_outputs(),
         *paper_outputs(),
+        *load_outputs(),
     ]
 
 
@@ -321,6 +343,9 @@ FIGURE_SOURCES = {
     "time_shares": replays,
     "methods": replays,
     "tau_sweep": tau_sweep_outputs,
+    "load_latency": load_outputs,
+    "load_capacity": load_outputs,
+    "load_utilisation": load_outputs,
     "accuracy_latency": ours_outputs,
     "replay_validation": validation_outputs,
     "serving_load": serving_outputs,

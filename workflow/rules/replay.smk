@@ -1,6 +1,7 @@
 # replay: the HeteroReason artifact's published traces (paths.heteroreason_ae), imported per trace set and replayed
 # on modelled systems: conf/replay's systems x schedules x latency profiles, plus the artifact's own formulas;
-# and the simulator validated against the run's own collect traces (measured profile, replay.validate_system).
+# and the simulator validated against the run's own collect traces (measured profile, replay.validate_system);
+# the load replay (conf/load): many requests at once on the same systems, capacity at an SLO.
 
 
 rule replay_import:
@@ -45,6 +46,31 @@ rule replay:
         hydra=HYDRA,
     shell:
         "python -m heterospec.replay run {params.hydra} 2>&1 | tee {log}"
+
+
+rule replay_load:
+    input:
+        load_inputs,
+    output:
+        requests=PATHS.load_requests,
+        points=PATHS.load_points,
+        capacity=PATHS.load_capacity,
+    log:
+        PATHS.log("replay_load"),
+    benchmark:
+        PATHS.benchmark("replay_load")
+    priority: job_priority("replay_load")
+    conda:
+        "../envs/heterospec.yaml"
+    threads: need("replay_load", "threads")
+    resources:
+        mem_mb=need("replay_load", "mem_mb"),
+        runtime=need("replay_load", "runtime"),
+    params:
+        spec=spec("replay_load"),
+        hydra=HYDRA,
+    shell:
+        "python -m heterospec.replay load --workers {threads} {params.hydra} 2>&1 | tee {log}"
 
 
 rule replay_validate:

@@ -60,6 +60,11 @@ READS: dict[str, tuple[str | Entries, ...]] = {
     "report_tau_sweep": ("replay", "models", "collect", Entries("system", "system", "replay.systems"),
                          Entries("schedule", "schedule", ("target_only", "step_ahead", "hetero", "target_sd",
                                                           "step_ahead_sd", "hetero_sd"))),
+    # the load replay: its section, the replay's (profiles, token speculation, prefetch outcome), the models and the
+    # HLS design (an FPGA draft's lanes), the collect's grid (our traces), each system and each method's schedule
+    "replay_load": ("load", "replay", "models", "hls", "collect", Entries("system", "system", "load.systems"),
+                    Entries("schedule", "schedule", ("target_only", "target_sd", "step_ahead", "hetero",
+                                                     "step_ahead_sd", "hetero_sd"))),
     "replay_validate": ("replay", "models", "schedule", Entries("system", "system", "replay.validate_system"),
                         Entries("schedule", "schedule", "replay.validate_schedules")),
     # a serving run: its section, the served algorithm, the trio, the devices (and their memory: the KV bound), the draft

@@ -411,6 +411,62 @@ class DfvgConfig:
     replay: DfvgReplayConfig = field(default_factory=DfvgReplayConfig)
 
 
+# ----------------------------------------------------------------------------- load
+@dataclass
+class LoadArrivalsConfig:
+    """An arrival process (heterospec.arrivals.Arrivals) for `python -m heterospec.replay load run`."""
+    kind: str = "poisson"            # poisson | closed | timestamps
+    rate: float = 1.0                # poisson: requests per second
+    clients: int = 1                 # closed: users in the loop
+    think_s: float = 0.0             # closed: seconds between a user's answer and its next request
+    path: str = ""                   # timestamps: a file of arrival times (s), one per line, in order
+    seed: int = 0                    # the arrival gaps' and the problems' draws
+
+
+@dataclass
+class LoadSloConfig:
+    """The latency target capacity is measured at: a percentile of request latency within a limit."""
+    percentile: float = 99.0
+    multiple: float = 4.0            # the limit: this x the reference's unloaded latency at that percentile
+    seconds: Optional[float] = None  # or the limit in seconds (then multiple is not used)
+    reference: str = "gpu3/target"   # system/method whose unloaded latency the multiple scales; own: each its own
+
+
+@dataclass
+class BatchCurveConfig:
+    """A published step time against the tokens in one pass, for the paper profiles' batching on that device."""
+    source: str = ""                 # where it comes from (figure captions and the results quote it)
+    params_b: float = 7.0            # the measured model's parameters (billions): it prices models within 2x of it
+    bandwidth_gbs: float = 0.0       # the device it was measured on (another device: scaled by bandwidth)
+    tokens: list[int] = field(default_factory=list)
+    ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class LoadConfig:
+    """The load replay (conf/load/): many requests at once on the modelled systems, capacity at an SLO."""
+    name: str = "default"
+    enabled: bool = True             # false: no load replay in this run
+    traces: str = "auto"             # auto (the artifact's when imported, else ours) | artifact | ours
+    profile: str = "paper_v12"       # the latency profile that prices the load replay
+    systems: list[str] = field(default_factory=lambda: ["gpu3", "hetero_u280", "hetero_v80"])
+    methods: list[str] = field(default_factory=lambda: ["target", "target_sd", "rsd", "brsd", "brsd_sd"])
+    requests: int = 200              # requests per load point
+    warmup: float = 0.1              # share of a point's first requests left out of its aggregates
+    seed: int = 0                    # arrival gaps and the problems' order (common to every point)
+    arrivals: LoadArrivalsConfig = field(default_factory=LoadArrivalsConfig)   # `load run`: one point
+    batching: dict[str, str] = field(default_factory=dict)      # draft, prm, target, link -> a batching policy
+    max_batch: dict[str, int] = field(default_factory=dict)     # draft (on a GPU), prm, target; 0: what KV holds
+    fpga_batch: int = 1              # sequences per weight pass of an FPGA draft lane (1: the batch-1 kernel)
+    draft_lanes: int = 0             # an FPGA draft's independent lanes (0: as many as the design point fits)
+    memory_fraction: float = 0.9     # of a GPU's memory for weights + KV cache (vLLM's gpu_memory_utilization)
+    slo: LoadSloConfig = field(default_factory=LoadSloConfig)
+    search_steps: int = 6            # bisection steps of the capacity search (after doubling to a failing rate)
+    curve: list[float] = field(default_factory=list)            # load points drawn, as fractions of capacity
+    paper_batch_curves: dict[str, BatchCurveConfig] = field(default_factory=dict)   # device name -> curve
+    workers: int = 1                 # processes (system x method jobs)
+
+
 # ----------------------------------------------------------------------------- top level
 @dataclass
 class Config:
@@ -432,6 +488,7 @@ class Config:
     hls: HlsConfig = MISSING
     dfvg: DfvgConfig = MISSING
     token_speculation: TokenSpeculationConfig = MISSING
+    load: LoadConfig = MISSING
     paths: dict[str, str] = field(default_factory=dict)
 
 
@@ -448,3 +505,4 @@ def register() -> None:
     cs.store(group="replay", name="schema", node=ReplayConfig)
     cs.store(group="dfvg", name="schema", node=DfvgConfig)
     cs.store(group="token_speculation", name="schema", node=TokenSpeculationConfig)
+    cs.store(group="load", name="schema", node=LoadConfig)

@@ -15,6 +15,10 @@ FIFOs while the chain runs its vector, attention and fill stages. A layer then c
 ``serial`` design (``dataflow: false``) adds every stage in series, each engine at
 ``min(engine MACs, port bytes)`` per cycle. Neither is ever below the roofline: every weight and KV byte of the
 token read once at the board's full memory bandwidth.
+
+A pass may carry ``batch`` sequences (a batch-B design point, for the load replay): the weights stream once for
+all of them, while each sequence brings its own KV cache, engine MACs, attention and vector work; the chain runs the
+sequences' vectors one after another through the same units. ``batch`` 1 is the one-token pass above, unchanged.
 """
 from __future__ import annotations
 
@@ -173,8 +177,9 @@ def port_rate(design: Design, board: Device, clock_mhz: float) -> float:
 
 
 def token_cycles(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: float, design: Design | dict,
-                 context: int, lm_head: bool = True) -> dict[str, float]:
-    """Cycles of one decoded token at ``context`` tokens already cached, by component."""
+                 context: int, lm_head: bool = True, batch: int = 1) -> dict[str, float]:
+    """Cycles of one decoded token at ``context`` tokens already cached, by component (of one pass advancing
+    ``batch`` sequences by a token each, every one at ``context``)."""
     d = design if isinstance(design, Design) else Design.of(dict(design))
     wp, kp = d.weight_ports, d.kv_ports
     port = port_rate(d, board, clock_mhz)
@@ -189,27 +194,27 @@ def token_cycles(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: flo
     layer = [(o, k) for n, o, k in mats if n != "lm_head"]
     # the activation chain of one layer: vector stages, attention, fills, SLR crossings (engine in/out)
     mlp_act = 2 * inter                                                        # SiLU * up (or GELU), then quantise
-    vec = (2 * H + (h + 2 * kv) * hd + h * hd + 2 * H + mlp_act) / lanes
+    vec = (2 * H + (h + 2 * kv) * hd + h * hd + 2 * H + mlp_act) / lanes * batch
     kvb = arch.kv_bytes_per_token(d) // (arch.layers * kv)                # per token per KV head
     elem = KV_ELEMENT_BYTES[KV_BITS[d.kv_bits]]
-    k_bytes, v_bytes = L * kv * (kvb - hd * elem), L * kv * hd * elem
-    att_macs = h * L * hd
-    attention = (max(att_macs / d.attention_macs, k_bytes / kv_port) + 2 * h * L / d.softmax_lanes
+    k_bytes, v_bytes = L * kv * (kvb - hd * elem) * batch, L * kv * hd * elem * batch
+    att_macs = h * L * hd * batch
+    attention = (max(att_macs / d.attention_macs, k_bytes / kv_port) + 2 * h * L * batch / d.softmax_lanes
                  + max(att_macs / d.attention_macs, v_bytes / kv_port))
     fills = (len(layer) + 6) * lat + 2 * len(layer) * d.crossing_cycles
-    final = 2 * H / lanes + lat + (len(mats) - len(layer)) * (lat + 2 * d.crossing_cycles)
+    final = 2 * H / lanes * batch + lat + (len(mats) - len(layer)) * (lat + 2 * d.crossing_cycles)
     c: dict[str, float] = {}
     if not d.dataflow:
-        c["weights"] = sum((1 if n == "lm_head" else arch.layers) * max(o * k / macs, d.matrix_bytes(o, k) / w_port)
-                           for n, o, k in mats)
-        c["stage_latency"] = arch.layers * fills + final - 2 * H / lanes
-        c["vector"] = arch.layers * vec + 2 * H / lanes
+        c["weights"] = sum((1 if n == "lm_head" else arch.layers) *
+                           max(o * k / macs * batch, d.matrix_bytes(o, k) / w_port) for n, o, k in mats)
+        c["stage_latency"] = arch.layers * fills + final - 2 * H / lanes * batch
+        c["vector"] = arch.layers * vec + 2 * H / lanes * batch
         c["attention"] = arch.layers * attention
     else:
         # weights (and KV on shared ports) stream continuously; the chain waits on the engine and itself
         kv_stream = (k_bytes + v_bytes) if shared else 0.0
         stream = sum(d.matrix_bytes(o, k) for o, k in layer) + kv_stream
-        compute = sum(o * k for o, k in layer) / macs
+        compute = sum(o * k for o, k in layer) / macs * batch
         chain = vec + attention + fills
         buffered = d.prefetch_words * d.port_bits / 8 * wp / w_port        # cycles of stream the FIFOs absorb
         stall = max(0.0, chain - buffered)
@@ -220,27 +225,29 @@ def token_cycles(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: flo
         head = [(o, k) for n, o, k in mats if n == "lm_head"]
         for o, k in head:                                                   # LM head after the final norm
             c["weights"] += d.matrix_bytes(o, k) / w_port
-            c["chain"] += max(0.0, o * k / macs + final - d.matrix_bytes(o, k) / w_port)
+            c["chain"] += max(0.0, o * k / macs * batch + final - d.matrix_bytes(o, k) / w_port)
         if not head:
             c["chain"] += final
     c["token_overhead"] = d.token_overhead
     return c
 
 
-def roofline_ms(arch: Arch, board: Device, context: int, design: Design | None = None) -> float:
-    """Every weight and KV byte of one token read once at the board's full memory bandwidth."""
+def roofline_ms(arch: Arch, board: Device, context: int, design: Design | None = None, batch: int = 1) -> float:
+    """Every weight byte and the KV bytes of ``batch`` sequences' token read once at the board's full memory
+    bandwidth."""
     d = design or Design()
     channels, ch_gbs = memory(board, d.memory)
-    return (arch.weight_bytes(d) + (context + 1) * arch.kv_bytes_per_token(d)) / (channels * ch_gbs * 1e9) * 1e3
+    return (arch.weight_bytes(d) + (context + 1) * arch.kv_bytes_per_token(d) * batch) / (channels * ch_gbs * 1e9) \
+        * 1e3
 
 
 def token_ms(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: float, design: Design | dict, context: int,
-             lm_head: bool = True) -> tuple[float, dict[str, float]]:
-    """(ms per token, cycles by component), never below the roofline."""
+             lm_head: bool = True, batch: int = 1) -> tuple[float, dict[str, float]]:
+    """(ms per pass, cycles by component), never below the roofline; a pass advances ``batch`` sequences a token."""
     d = design if isinstance(design, Design) else Design.of(dict(design))
-    c = token_cycles(arch, rows, cols, board, clock_mhz, d, context, lm_head)
+    c = token_cycles(arch, rows, cols, board, clock_mhz, d, context, lm_head, batch)
     ms = sum(c.values()) / (clock_mhz * 1e3)
-    return max(ms, roofline_ms(arch, board, context, d)), c
+    return max(ms, roofline_ms(arch, board, context, d, batch)), c
 
 
 def migration_ms(arch: Arch, tokens: int, link_gbs: float, link_latency_us: float = 1.0) -> dict[str, float]:

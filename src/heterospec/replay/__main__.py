@@ -1,4 +1,5 @@
-"""``python -m heterospec.replay import|run|validate [flags] [Hydra overrides]`` (see heterospec.replay.stage)."""
+"""``python -m heterospec.replay import|run|validate|load|load-point [flags] [Hydra overrides]`` (see
+heterospec.replay.stage and heterospec.replay.load.stage)."""
 from __future__ import annotations
 
 from heterospec import stage
@@ -9,11 +10,13 @@ def main(argv: list[str]) -> None:
     from heterospec.replay.validate import validate
 
     p = stage.parser("python -m heterospec.replay", "Trace replay on modelled heterogeneous systems.")
-    p.add_argument("action", choices=["import", "run", "validate"],
-                   help="import: artifact traces -> events table; run: replay the grid; validate: against collect runs")
+    p.add_argument("action", choices=["import", "run", "validate", "load", "load-point"],
+                   help="import: artifact traces -> events table; run: replay the grid; validate: against collect "
+                        "runs; load: latency under load and capacity at the SLO; load-point: one load.arrivals point")
     p.add_argument("--trace-set", help="import: the trace set (a folder under replay.traces, e.g. with_bt)")
     p.add_argument("--fit-on", metavar="TRACES", help="validate: fit the measured profile on this trace set's "
                    "sequential calls only (e.g. brsd) and predict the others: a held-out check; saves nothing")
+    p.add_argument("--workers", type=int, help="load: worker processes (default load.workers)")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)
     if args.action == "import":
@@ -22,6 +25,12 @@ def main(argv: list[str]) -> None:
             import_stage(cfg, paths, ts)
     elif args.action == "run":
         run_stage(cfg, paths, args.overrides)
+    elif args.action in ("load", "load-point"):
+        from heterospec.replay.load.stage import point_stage, run_stage as load_stage
+        if args.action == "load":
+            load_stage(cfg, paths, args.overrides, workers=args.workers)
+        else:
+            point_stage(cfg, paths, args.overrides)
     else:
         validate(cfg, paths, args.overrides, fit_on=args.fit_on)
 

@@ -53,6 +53,15 @@ class Roofline:
         comp = n * self.flop_ms + self.attn_ms * (n * kv + n * (n + 1) / 2)
         return max(mem, comp) + self.overhead_ms
 
+    def batch_forward(self, batch: int, kv: float, n: float) -> float:
+        """One pass over ``batch`` sequences of ``n`` new tokens after ``kv`` cached each: the weights are read once,
+        every sequence's KV and compute are its own (:meth:`forward` at ``batch`` 1)."""
+        if n <= 0:
+            return 0.0
+        mem = self.weight_ms + self.kv_ms * (kv + n) * batch
+        comp = (n * self.flop_ms + self.attn_ms * (n * kv + n * (n + 1) / 2)) * batch
+        return max(mem, comp) + self.overhead_ms
+
     def decode(self, kv: int, n: int) -> float:
         """``n`` single-token passes at contexts c = kv+1 .. kv+n: sum of max(a1 + b1 c, a2 + b2 c) + overhead."""
         if n <= 0:

@@ -5,17 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from heterospec.report import load_figures
+from heterospec.report.labels import METHOD_COLORS, METHODS, SYSTEMS
 from heterospec.report.plot import grouped_bars, legend_right, panels
-
-SYSTEMS = {"gpu3": "3× RTX 3090", "hetero_u280": "U280 + 2× 3090", "hetero_v80": "V80 + 2× 3090",
-           "cpu3": "CPU (this machine)", "edge_jetson": "Jetson + 2× 3090"}
-METHODS = {"draft_only": "draft only", "target_only": "target only", "target_sd": "target + token spec.",
-           "rsd": "RSD", "brsd": "BRSD",
-           # collect variants (collect.variants): the same algorithm with another draft or speculative target writes
-           "rsd_sd": "RSD + token spec.", "brsd_sd": "BRSD + token spec.", "rsd_w8a8": "RSD, int8 draft",
-           "brsd_w8a8": "BRSD, int8 draft", "rsd_u280": "RSD, U280 kernel draft", "brsd_u280": "BRSD, U280 kernel draft",
-           "brsd_v80": "BRSD, V80 kernel draft"}
-
 
 def _system(name: str) -> str:
     return SYSTEMS.get(name, name)
@@ -23,13 +15,6 @@ def _system(name: str) -> str:
 
 def _traces(r: dict) -> str:
     return f"{r['dataset']}\n{r['trace_set']}, {r['profile']}"
-
-
-METHOD_COLORS = {"draft only": "tab:gray", "target only": "tab:purple", "target + token spec.": "plum",
-                 "RSD": "tab:blue", "BRSD": "tab:orange",
-                 "BRSD + opt.": "tab:green", "RSD + token spec.": "lightsteelblue", "BRSD + token spec.": "navajowhite",
-                 "RSD, int8 draft": "steelblue", "BRSD, int8 draft": "peru", "RSD, U280 kernel draft": "cadetblue",
-                 "BRSD, U280 kernel draft": "sandybrown", "BRSD, V80 kernel draft": "burlywood"}
 
 
 def table3(rows):
@@ -385,4 +370,7 @@ FIGURES: dict[str, Figure] = {
     "hls_breakdown": Figure("hls_breakdown", hls_breakdown, "HLS"),
     "kvmu_resources": Figure("kvmu_synth", kvmu_resources, "HLS"),
     "sweep": Figure("sweep_systems", sweep, "Sweep"),
+    "load_latency": Figure("load_curve", load_figures.load_latency, "Load"),
+    "load_capacity": Figure("load_capacity_summary", load_figures.load_capacity, "Load"),
+    "load_utilisation": Figure("load_capacity_summary", load_figures.load_utilisation, "Load"),
 }

@@ -52,6 +52,10 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "sweep_points": "results/*/sweep/points.parquet",
     "paper_table3": "results/*/report/paper_table3.parquet",
     "tau_sweep": "results/*/report/tau_sweep.parquet",          # heterospec.report.tau_sweep
+    # the load replay (heterospec.replay.load): per request, per load point, capacity at the SLO
+    "load_requests": "results/*/load/requests.parquet",
+    "load_points": "results/*/load/points.parquet",
+    "load_capacity": "results/*/load/capacity.parquet",
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -285,6 +289,32 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                c.target_step_share, 'measured', 'measured: ' || c.executor, 'this machine', c.executor,
                c.mean_latency_s
         FROM sweep_points p JOIN collect_summary c ON c.run = p.point_run"""),
+    # the load replay: latency against offered load (Poisson points the system kept up with, and those it did not),
+    # with each system x method's SLO beside it
+    "load_curve": (("load_points", "load_capacity"), """
+        SELECT p.run, p.trace_set, p.profile, p.system, p.method, p.schedule, p.purpose, p.rate_rps, p.offered_rps,
+               p.throughput_rps, p.keeps_up, p.latency_mean_s, p.p50_s, p.p90_s, p.p99_s, p.first_step_mean_s,
+               p.util_draft, p.util_prm, p.util_target, p.batch_draft, p.batch_prm, p.batch_target,
+               p.queue_draft_ms, p.queue_prm_ms, p.queue_target_ms, p.energy_per_request_j,
+               c.percentile, c.slo_s, c.capacity_rps
+        FROM load_points p JOIN load_capacity c USING (run, trace_set, profile, system, method)
+        WHERE p.arrivals = 'poisson' ORDER BY ALL"""),
+    # capacity at the SLO per system x method, against the target alone on the same system and the same method on
+    # the 3-GPU system; utilisation per device at capacity
+    "load_capacity_summary": (("load_capacity",), """
+        SELECT c.run, c.trace_set, c.profile, c.system, c.method, c.schedule, c.percentile, c.slo_s, c.unloaded_s,
+               c.capacity_rps, c.goodput_tok_s, c.bottleneck, c.util_draft, c.util_prm, c.util_target,
+               c.queue_draft_ms, c.queue_prm_ms, c.queue_target_ms,
+               round(c.capacity_rps / nullif(t.capacity_rps, 0), 3) AS capacity_vs_target,
+               round(c.capacity_rps / nullif(g.capacity_rps, 0), 3) AS capacity_vs_gpu3,
+               round(g.unloaded_s / nullif(c.unloaded_s, 0), 3) AS unloaded_speedup_vs_gpu3,
+               c.devices
+        FROM load_capacity c
+        LEFT JOIN load_capacity t ON t.run = c.run AND t.profile = c.profile AND t.system = c.system
+                                 AND t.method = 'target'
+        LEFT JOIN load_capacity g ON g.run = c.run AND g.profile = c.profile AND g.system = 'gpu3'
+                                 AND g.method = c.method
+        ORDER BY ALL"""),
     # the tau sweep, per system's design: speculating schedules against the plain ones, and the smallest tau at which
     # the target alone with token-level speculation is at least as fast as step-level speculation with it
     "tau_sweep_design": (("tau_sweep",), """

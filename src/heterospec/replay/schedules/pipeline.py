@@ -18,6 +18,18 @@ from typing import Callable
 
 from heterospec.replay.schedules.caches import Cached
 
+ROUNDING = 1e-9   # relative: work this close to a whole is the whole (an op's work is a difference of float times)
+
+
+def complete(work: float, full: float) -> bool:
+    """Whether ``work`` ms did all of an operation of ``full`` ms (up to the rounding of the times it ran between)."""
+    return work >= full * (1.0 - ROUNDING)
+
+
+def left_after(full: float, work: float) -> float:
+    """The ms of ``full`` still to do after ``work`` ms of it: none once it is :func:`complete`."""
+    return 0.0 if complete(work, full) else full - work
+
 
 @dataclass
 class Write:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from heterospec.replay.schedules.mechanisms import mechanism
-from heterospec.replay.schedules.pipeline import Pipeline, Write
+from heterospec.replay.schedules.pipeline import Pipeline, Write, left_after
 
 
 class Path:
@@ -45,7 +45,7 @@ class PartialCache(Pipeline):
         return False   # a partial output is reused as far as it got
 
     def reuse(self, full, PF, pf_full):
-        return lambda: max(0.0, full - PF.work)
+        return lambda: left_after(full, PF.work)
 
     def accepted(self, i):
         super().accepted(i)
@@ -72,4 +72,4 @@ class PartialCache(Pipeline):
             return super().rewrite_plan(i)
         kept, kvt, t = self.kept, self.prob.kvt[i], self.prob.t[i]
         full = self.p.target(kvt, t, kept.new)
-        return Write(kvt, t, kept.new, full, lambda: max(0.0, full - kept.work))
+        return Write(kvt, t, kept.new, full, lambda: left_after(full, kept.work))

@@ -8,7 +8,7 @@ Recorded (the paper profiles): the target's work on a rejected step is what the 
 from __future__ import annotations
 
 from heterospec.replay.schedules.mechanisms import mechanism
-from heterospec.replay.schedules.pipeline import Pipeline, Write
+from heterospec.replay.schedules.pipeline import Pipeline, Write, complete
 
 
 @mechanism("prefetch")
@@ -42,11 +42,11 @@ class Prefetch(Pipeline):
 
     def unused(self, PF, full):
         """Whether a prefetch a rejection reuses is thrown away after all: when it did not complete."""
-        return lambda op=PF: op.work < full
+        return lambda op=PF: not complete(op.work, full)
 
     def reuse(self, full: float, PF, pf_full: float):
         """The target's step given its prefetch (``pf_full`` ms when complete): nothing left, or all of it."""
-        return lambda: 0.0 if PF.work >= pf_full else full
+        return lambda: 0.0 if complete(PF.work, pf_full) else full
 
     def failed_rescue_op(self, i, V, ready_d):
         kv, r, PF = self.prob.kvv[i], self.rescue[i], self.PF

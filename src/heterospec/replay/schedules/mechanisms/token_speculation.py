@@ -26,7 +26,7 @@ import math
 
 from heterospec.errors import UserError
 from heterospec.replay.schedules.mechanisms import mechanism
-from heterospec.replay.schedules.pipeline import Pipeline, Write
+from heterospec.replay.schedules.pipeline import Pipeline, Write, left_after
 
 
 def rounds_ms(p, ctx, spec, kv: int, g: int) -> tuple[float, float]:
@@ -55,7 +55,7 @@ class TokenSpeculation(Pipeline):
             return self.run("target", 0.0, [after, PF], kind="rewrite", ref=V)
         # plain while the draft writes the step, cut at the verdict; the rest in rounds
         PF = self.run("target", w.full, start, until=after, kind="prefetch", disc=disc, kv=w.kv, cap=w.g, new=w.new)
-        rest = Write(w.kv, w.g, w.new, w.full, lambda: max(0.0, w.full - PF.work))
+        rest = Write(w.kv, w.g, w.new, w.full, lambda: left_after(w.full, PF.work))
         return self.target_write(rest, [after, PF], kind="rewrite", ref=V, disc=disc, kv=w.kv, cap=w.g, new=w.new)
 
     def split(self, w: Write):

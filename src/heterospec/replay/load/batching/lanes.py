@@ -1,0 +1,12 @@
+"""``lanes``: the FPGA draft's independent lanes (copies of its design point, as many as its resources fit), each
+a streaming decoder that takes the next waiting operation; with ``max_batch`` B > 1 a lane's weight pass carries up
+to B waiting sequences (priced by the HLS performance model's batch-B pass)."""
+from __future__ import annotations
+
+from heterospec.replay.load.batching import policy
+from heterospec.replay.load.batching.server import Passes
+
+
+@policy("lanes")
+class Lanes(Passes):
+    pass

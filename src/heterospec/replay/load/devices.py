@@ -1,0 +1,258 @@
+"""Each device of a system under load: its batching policy, its bounds (lanes, batch, KV cache) and its batch curve,
+resolved once from the system, the profile and the ``load`` settings (:class:`DevicePlan`, :func:`plan_devices`).
+
+* GPU (and CPU) roles batch: the PRM's batched prefill, the target's and a GPU draft's continuous batching, up to
+  ``max_batch`` sequences and the KV cache the device's memory holds beside the model's weights
+  (``memory_fraction`` of it, vLLM's gpu_memory_utilization);
+* an FPGA draft has as many independent lanes as copies of its design point fit the board (the HLS resource model,
+  and one set of memory channels per lane so each keeps its batch-1 bandwidth), each lane a pass of up to
+  ``fpga_batch`` sequences priced by the HLS performance model;
+* the link carries one transfer at a time.
+
+Models: the paper profiles price the paper's Config1 models, so their memory and curves are those models'; the
+other profiles the run's own models.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from heterospec.config.hardware import ROLES, Device, System
+from heterospec.errors import UserError
+from heterospec.precision import WEIGHT_BYTES
+from heterospec.replay.engines import RESOURCES
+from heterospec.replay.load.batching import Bounds, get_policy
+from heterospec.replay.load.prices import BatchCurve, hls_curve, measured_curve, published_curve, roofline_curve
+from heterospec.replay.role_shapes import model_shape, precision
+from heterospec.replay.roofline import CALL_OVERHEAD_MS, Roofline
+
+AUTO_BATCH_CAP = 256     # max_batch 0 (auto): as many as the KV cache holds, at most this many
+
+
+@dataclass(frozen=True)
+class PublishedCurve:
+    """A published step time against tokens in the pass, and what it was measured on (``load.paper_batch_curves``)."""
+    source: str
+    params_b: float            # the model's parameters, billions: it prices roles whose model is within 2x of it
+    bandwidth_gbs: float       # the device it was measured on
+    tokens: tuple
+    ms: tuple
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """The ``load`` section's device settings (:func:`settings_of` reads them from a config)."""
+    batching: dict = field(default_factory=lambda: {"draft": "auto", "prm": "batched_prefill",
+                                                    "target": "continuous", "link": "serial"})
+    max_batch: dict = field(default_factory=lambda: {"draft": 32, "prm": 16, "target": 32})   # 0: auto
+    fpga_batch: int = 1
+    draft_lanes: int = 0                  # 0: as many as the design point fits
+    memory_fraction: float = 0.9
+    paper_curves: dict = field(default_factory=dict)   # device name -> PublishedCurve
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Per resource (draft, prm, target, link): its policy's class, bounds and batch curve, and a line saying so."""
+    policies: dict
+    bounds: dict
+    curves: dict
+    notes: dict
+
+    def describe(self) -> str:
+        return "; ".join(f"{r}: {self.notes[r]}" for r in RESOURCES)
+
+
+@dataclass(frozen=True)
+class PricingInputs:
+    """What the curves and bounds are computed from: the models priced (their config section), the profile kind
+    (paper, roofline, hls, measured), the HLS config (an FPGA draft's lanes and passes), the fitted batch prices
+    (measured), a PRM step's mean tokens and the longest context a request reaches."""
+    models: Any
+    kind: str
+    hls: Any = None
+    batch_fit: dict | None = None
+    prm_tokens: float = 1.0
+    max_context: int = 1
+    checkpoints: dict | None = None
+    overheads: dict | None = None
+
+
+def settings_of(load: Any) -> LoadSettings:
+    """From the ``load`` config section (checked by its schema); one line for a bad value."""
+    s = LoadSettings(batching=dict(load.batching), max_batch={k: int(v) for k, v in load.max_batch.items()},
+                     fpga_batch=int(load.fpga_batch), draft_lanes=int(load.draft_lanes),
+                     memory_fraction=float(load.memory_fraction),
+                     paper_curves={k: PublishedCurve(str(v.source), float(v.params_b), float(v.bandwidth_gbs),
+                                                     tuple(v.tokens), tuple(v.ms))
+                                   for k, v in load.paper_batch_curves.items()})
+    if not 0 < s.memory_fraction <= 1:
+        raise UserError(f"load.memory_fraction: {s.memory_fraction}, expected a fraction in (0, 1]")
+    for role, b in s.max_batch.items():
+        if b < 0:
+            raise UserError(f"load.max_batch.{role}: {b}, expected 1 or more (0: as many as the KV cache holds)")
+    if s.fpga_batch < 1:
+        raise UserError(f"load.fpga_batch: {s.fpga_batch}, expected 1 or more sequences per FPGA pass")
+    if s.draft_lanes < 0:
+        raise UserError(f"load.draft_lanes: {s.draft_lanes}, expected 1 or more (0: as many as the design fits)")
+    missing = [r for r in RESOURCES if r not in s.batching]
+    if missing:
+        raise UserError(f"load.batching: no policy for {missing}; every one of {list(RESOURCES)} needs one")
+    return s
+
+
+def plan_devices(system: System, settings: LoadSettings, inputs: PricingInputs) -> DevicePlan:
+    """Every resource's policy, bounds and curve for ``system``; one line naming the key for a bound that cannot
+    hold (a batch whose KV cache does not fit, more lanes than the design fits)."""
+    policies, bounds, curves, notes = {}, {}, {}, {}
+    for role in ROLES:
+        hw = system.devices[role]
+        name = settings.batching[role]
+        if name == "auto":
+            name = "lanes" if (role == "draft" and hw.kind == "fpga") else "continuous"
+        policies[role] = get_policy(name, f"load.batching.{role}")
+        if name == "lanes":
+            lanes = _lanes(hw, settings, inputs)
+            bounds[role] = Bounds(lanes=lanes, max_batch=settings.fpga_batch)
+            curves[role] = (_fpga_curve(hw, inputs) if hw.kind == "fpga" else _gpu_curve(role, hw, inputs, settings)) \
+                if settings.fpga_batch > 1 else BatchCurve(lambda b, c: 1.0, "")
+            notes[role] = f"lanes x{lanes}, {settings.fpga_batch} per pass" + \
+                (f" ({curves[role].source})" if settings.fpga_batch > 1 else "")
+            continue
+        curve = _gpu_curve(role, hw, inputs, settings)
+        kv = _kv_tokens(role, hw, inputs, settings)
+        batch = _max_batch(role, hw, kv, inputs, settings) if name != "serial" else 1
+        bounds[role] = Bounds(max_batch=batch, kv_tokens=kv)
+        curves[role] = curve
+        notes[role] = f"{name}, up to {batch}" + (f", KV {kv:,.0f} tokens" if math.isfinite(kv) else "") + \
+            (f" ({curve.source})" if batch > 1 else "")
+    link = settings.batching["link"]
+    policies["link"] = get_policy(link, "load.batching.link")
+    bounds["link"], curves["link"], notes["link"] = Bounds(), BatchCurve(lambda b, c: 1.0, ""), link
+    return DevicePlan(policies, bounds, curves, notes)
+
+
+# ----------------------------------------------------------------------------- GPU and CPU roles
+def _shape_prec(role: str, hw: Device, inputs: PricingInputs):
+    cfg = inputs.models[role]
+    shape = model_shape(role, cfg, (inputs.checkpoints or {}).get(role))
+    prec = "int8" if (role == "draft" and hw.kind == "fpga") else precision(role, cfg)
+    return shape, prec
+
+
+def _roofline(role: str, hw: Device, inputs: PricingInputs) -> Roofline:
+    shape, prec = _shape_prec(role, hw, inputs)
+    over = {**CALL_OVERHEAD_MS, **(inputs.overheads or {})}
+    return Roofline.of(shape, prec, hw, over.get(hw.kind, 0.0), role)
+
+
+def _tokens(role: str, inputs: PricingInputs) -> float:
+    """New tokens per sequence in one of the role's passes: a PRM scores a step, the others decode one."""
+    return inputs.prm_tokens if role == "prm" else 1.0
+
+
+def _gpu_curve(role: str, hw: Device, inputs: PricingInputs, settings: LoadSettings) -> BatchCurve:
+    n = _tokens(role, inputs)
+    if inputs.kind == "measured":
+        phase = "score" if role == "prm" else "decode"
+        coef = (inputs.batch_fit or {}).get((role, phase))
+        if coef is None:
+            return BatchCurve(_no_batch_prices(role, phase), "no batch prices")
+        return measured_curve(coef, n, f"measured {role} {phase} batches")
+    rf = _roofline(role, hw, inputs)
+    pub = settings.paper_curves.get(hw.name) if inputs.kind == "paper" else None
+    shape, prec = _shape_prec(role, hw, inputs)
+    if pub is not None and 0.5 <= shape.params / 1e9 / pub.params_b <= 2.0:
+        kv_ms = shape.kv_bytes_per_token(prec) / (hw.memory.bandwidth_gbs * 1e6)
+        return published_curve(list(pub.tokens), list(pub.ms), pub.bandwidth_gbs / hw.memory.bandwidth_gbs, kv_ms, n,
+                               pub.source)
+    source = "roofline" if inputs.kind != "paper" else "roofline curve scaled to the paper's batch-1 price"
+    return roofline_curve(rf, n, source)
+
+
+def _no_batch_prices(role: str, phase: str):
+    def refuse(b: int, c: float) -> float:
+        raise UserError(f"load.max_batch.{role}: a batch of {b} with the measured profile needs measured {role} "
+                        f"{phase} batches (replay/batch_prices.parquet: python -m heterospec.replay.price_sweep); "
+                        f"or set load.max_batch.{role}=1")
+    return refuse
+
+
+def _kv_tokens(role: str, hw: Device, inputs: PricingInputs, settings: LoadSettings) -> float:
+    """Context tokens the device's KV cache holds beside the model's weights (inf for a CPU: its memory is not
+    the bound the serving stacks size)."""
+    if hw.kind == "cpu":
+        return math.inf
+    shape, prec = _shape_prec(role, hw, inputs)
+    weights = shape.params * WEIGHT_BYTES[prec]
+    free = hw.memory.gb * 1e9 * settings.memory_fraction - weights
+    if free <= 0:
+        raise UserError(f"load.memory_fraction: {settings.memory_fraction} of {hw.name}'s {hw.memory.gb:g} GB leaves "
+                        f"nothing beside the {role}'s {weights / 1e9:.1f} GB of weights")
+    return free / shape.kv_bytes_per_token(prec)
+
+
+def _max_batch(role: str, hw: Device, kv: float, inputs: PricingInputs, settings: LoadSettings) -> int:
+    want = settings.max_batch.get(role, 1)
+    fits = kv / max(inputs.max_context, 1)
+    if want == 0:
+        return max(1, min(AUTO_BATCH_CAP, int(fits)))
+    if want > fits:
+        raise UserError(f"load.max_batch.{role}: {want} sequences of up to {inputs.max_context:,} tokens need "
+                        f"{want * inputs.max_context:,} tokens of KV cache; {hw.name} holds {kv:,.0f} beside the "
+                        f"weights (load.memory_fraction {settings.memory_fraction}); at most {int(fits)}, or 0 (auto)")
+    return want
+
+
+# ----------------------------------------------------------------------------- the FPGA draft
+def _hls_point(hw: Device, inputs: PricingInputs):
+    """The draft's HLS arch, engine size and design for the board (the paper's draft is a reference model)."""
+    from heterospec.hls.perf import Arch, Design, check_parallelism
+    if inputs.hls is None:
+        raise UserError("load: an FPGA draft's lanes need the hls config (hls.pipeline, hls.resources)")
+    h = inputs.hls
+    shape, _ = _shape_prec("draft", hw, inputs)
+    arch = Arch(hidden=shape.hidden, layers=shape.layers, heads=shape.heads, kv_heads=shape.kv_heads,
+                head_dim=shape.head_dim, intermediate=shape.intermediate, vocab=shape.vocab, tied=shape.tied)
+    reference = any(Arch.published(m) == arch for m in h.reference_models)
+    eng = h.design if reference else h.kernel
+    check_parallelism(arch, int(eng.rows), int(eng.cols), f"hls.{'design' if reference else 'kernel'}")
+    return arch, int(eng.rows), int(eng.cols), Design.of(dict(h.pipeline))
+
+
+def lanes_fit(hw: Device, inputs: PricingInputs) -> int:
+    """Copies of the draft's design point the board holds: its resources (the HLS resource model) and its memory
+    channels (each lane its own, so each streams at its batch-1 bandwidth)."""
+    from heterospec.hls.perf import memory
+    from heterospec.hls.resources import RESOURCES as FPGA_RESOURCES, fit, usage
+    arch, rows, cols, design = _hls_point(hw, inputs)
+    h = inputs.hls
+    u = usage(arch, rows, cols, design, dict(h.resources), hw.fabric.dsp_kind, max(inputs.max_context, 1), hw)
+    f = fit(u["total"], hw, dict(h.shell_margin))
+    by_resource = [f[f"{r}_available"] / u["total"][r] for r in FPGA_RESOURCES
+                   if f.get(f"{r}_available") is not None and u["total"][r] > 0]
+    channels, _ = memory(hw, design.memory)
+    ports = design.weight_ports + design.kv_ports
+    return int(min([channels // ports if ports <= channels else 1] + [math.floor(x) for x in by_resource]))
+
+
+def _lanes(hw: Device, settings: LoadSettings, inputs: PricingInputs) -> int:
+    if hw.kind != "fpga":   # a GPU or CPU draft run as lanes (a serving executor's draft lane): as many as asked
+        return settings.draft_lanes or 1
+    fit = lanes_fit(hw, inputs)
+    if fit < 1:
+        raise UserError(f"hls.pipeline: the draft's design point does not fit {hw.name} (the HLS resource model); "
+                        f"no lane to run it")
+    if settings.draft_lanes > fit:
+        raise UserError(f"load.draft_lanes: {settings.draft_lanes} lanes, but {hw.name} fits {fit} of the draft's "
+                        f"design point (hls.pipeline; the HLS resource model); at most {fit}, or 0 (auto)")
+    return settings.draft_lanes or fit
+
+
+def _fpga_curve(hw: Device, inputs: PricingInputs) -> BatchCurve:
+    from heterospec.hls.perf import token_ms
+    arch, rows, cols, design = _hls_point(hw, inputs)
+    clock = hw.clock_mhz
+    return hls_curve(lambda b, c: token_ms(arch, rows, cols, hw, clock, design, c, batch=b)[0],
+                     f"HLS perf model, batch-B pass at {clock:g} MHz")

@@ -1,0 +1,412 @@
+"""The load replay stage: per system x method, the latency against offered load and the capacity at the SLO.
+
+    python -m heterospec.replay load [overrides]        every load.systems x load.methods: results/<run>/load/
+    python -m heterospec.replay load-point [overrides]  one point of load.arrivals per system x method, printed
+
+Methods (``load.methods``) and what replays them: ``target`` the target alone (``target_only``), ``target_sd`` with
+token-level speculation (``target_sd``), ``rsd`` / ``brsd`` step-level speculation (``step_ahead`` on a system whose
+draft is a GPU, ``hetero`` with an FPGA draft) and ``brsd_sd`` BRSD with token-level speculation in the target's
+writes (``step_ahead_sd`` / ``hetero_sd``), on the BRSD traces (RSD's for ``rsd``): the artifact's Config1 traces
+when the run imported them (``with_bt``, ``no_bt``), else the run's own sequential collect traces (``ours_brsd``,
+``ours_rsd``).
+
+Order of work: every bad setting is one line before anything runs (the devices' plans, the SLO against the unloaded
+latencies); then each system x method's capacity search; then more of its latency curve, at fractions of its
+capacity (of the system's best where it has none).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pyarrow as pa
+
+from heterospec.arrivals import Arrivals
+from heterospec.config.hardware import System
+from heterospec.errors import UserError
+from heterospec.paths import RunPaths
+from heterospec.replay.des import simulate_problem
+from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.load import LoadRun, replay_arrivals, replay_requests, serial_plan
+from heterospec.replay.load.capacity import search
+from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
+from heterospec.replay.load.metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
+                                            percentile, request_rows)
+from heterospec.replay.problem import TracedProblem, problems_from_steps
+from heterospec.replay.system import Ctx, SystemParams
+from heterospec.store.parquet import write_parquet
+
+log = logging.getLogger("heterospec.replay.load")
+
+METHODS = {  # method -> (the step-level traces it replays, schedule with a GPU draft, with an FPGA draft)
+    "target": ("brsd", "target_only", "target_only"),
+    "target_sd": ("brsd", "target_sd", "target_sd"),
+    "rsd": ("rsd", "step_ahead", "hetero"),
+    "brsd": ("brsd", "step_ahead", "hetero"),
+    "brsd_sd": ("brsd", "step_ahead_sd", "hetero_sd"),
+}
+ARTIFACT_SETS = {"brsd": "with_bt", "rsd": "no_bt"}   # the artifact's Config1 trace sets
+OURS_SETS = {"brsd": "ours_brsd", "rsd": "ours_rsd"}  # our sequential collect traces, as replay_ours names them
+
+
+@dataclass
+class Job:
+    """One system x method: its problems, schedule, profile and devices."""
+    system: System
+    method: str
+    trace_set: str
+    schedule: Any
+    problems: list
+    profile: LatencyProfile
+    plan: DevicePlan
+    speculation: Any = None
+    recorded: bool | None = None
+
+    @property
+    def keys(self) -> dict:
+        return dict(trace_set=self.trace_set, system=self.system.name, method=self.method,
+                    schedule=self.schedule.name, profile=self.profile.name)
+
+    def ctx(self) -> Ctx:
+        return Ctx(self.profile, SystemParams.of(self.system), self.recorded, self.speculation)
+
+
+# ----------------------------------------------------------------------------- inputs
+def which_traces(cfg: Any, paths: RunPaths) -> str:
+    """``load.traces``: artifact or ours (auto: the artifact's when the run imported both of its trace sets)."""
+    mode = str(cfg.load.traces)
+    if mode not in ("auto", "artifact", "ours"):
+        raise UserError(f"load.traces: '{mode}', expected auto, artifact or ours")
+    if mode == "auto":
+        return "artifact" if all(paths.replay_events(ts).exists() for ts in ARTIFACT_SETS.values()) else "ours"
+    return mode
+
+
+def trace_sets(cfg: Any, paths: RunPaths, families: set[str]) -> dict[str, tuple[str, list[TracedProblem]]]:
+    """family (rsd, brsd) -> (trace set, its problems) for the families the methods need."""
+    from heterospec.replay.steps import steps_from_calls, steps_from_events
+    out = {}
+    if which_traces(cfg, paths) == "artifact":
+        from heterospec.replay.importer import read_events
+        for fam in families:
+            ts = ARTIFACT_SETS[fam]
+            path = paths.replay_events(ts)
+            if not path.exists():
+                raise UserError(f"{path}: not imported; run `python -m heterospec.replay import --trace-set {ts}` "
+                                f"(or load.traces=ours)")
+            out[fam] = (ts, problems_from_steps(steps_from_events(read_events(path), ts)))
+        return out
+    from heterospec.replay.collect_traces import find_traces, plain_traces
+    calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
+    for fam in families:
+        table = calls.get((fam, "sequential"))
+        if table is None:
+            raise UserError(f"load.methods needs {fam.upper()} traces: no sequential collect of '{fam}' under "
+                            f"{paths.collect_root} (collect.algorithms)")
+        out[fam] = (OURS_SETS[fam], problems_from_steps(steps_from_calls(table, OURS_SETS[fam])))
+    return out
+
+
+def max_context(problems: list[TracedProblem], with_prompt: bool) -> int:
+    """The longest context a request reaches: its last draft step or target write (with the prompt when the profile
+    counts it)."""
+    out = 1
+    for p in problems:
+        extra = p.prompt if with_prompt else 0
+        for i in range(len(p.d)):
+            out = max(out, p.kvv[i] + p.d[i] + extra, p.kvt[i] + p.t[i] + extra)
+    return out
+
+
+def step_tokens(problems: list[TracedProblem]) -> float:
+    """A PRM pass's new tokens per sequence: the mean draft step."""
+    ds = [d for p in problems for d in p.d if d > 0]
+    return sum(ds) / len(ds) if ds else 1.0
+
+
+def profile_kind(name: str) -> str:
+    from heterospec.replay.paper import PAPER_PROFILES
+    return "paper" if name in PAPER_PROFILES else name
+
+
+def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, problems: list[TracedProblem],
+                profile: LatencyProfile | None = None, batch_prices: pa.Table | None = None) -> DevicePlan:
+    """The devices of ``system`` under load as the ``load`` section configures them, priced for ``profile_name``
+    (the paper profiles' batch curves and memory are the paper's Config1 models'; the others the run's models).
+    The measured profile's batch curves are fitted from ``batch_prices`` (BATCH_PRICES_SCHEMA), else from
+    ``results/<run>/replay/batch_prices.parquet`` when it exists."""
+    from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
+    from heterospec.replay.load.prices import fit_batch_prices
+    kind = profile_kind(profile_name)
+    models = _config1_models() if kind == "paper" else cfg.models
+    batch_fit = None
+    prices = paths.batch_prices
+    if kind == "measured" and batch_prices is not None:
+        batch_fit = fit_batch_prices(batch_prices, "batch prices")
+    elif kind == "measured" and prices.exists():
+        from heterospec.store.parquet import read_parquet
+        batch_fit = fit_batch_prices(read_parquet(prices, BATCH_PRICES_SCHEMA), str(prices))
+    with_prompt = profile.context_includes_prompt if profile is not None else kind != "paper"
+    checkpoints = None if kind == "paper" else {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
+    inputs = PricingInputs(models=models, kind=kind, hls=cfg.hls, batch_fit=batch_fit,
+                           prm_tokens=step_tokens(problems), max_context=max_context(problems, with_prompt),
+                           checkpoints=checkpoints, overheads=dict(cfg.replay.call_overhead_ms))
+    return plan_devices(system, settings_of(cfg.load), inputs)
+
+
+@lru_cache(maxsize=1)
+def _config1_models():
+    """The paper's Config1 models (what the paper profiles price)."""
+    from heterospec.config import compose_config
+    return compose_config(["models=config1"]).models
+
+
+def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
+    """Every load.systems x load.methods, with its devices planned (so a bad bound fails here, before any run)."""
+    from heterospec.config.hardware import system as hw_system
+    from heterospec.replay.group_entries import compose_schedule
+    from heterospec.replay.stage import prefetch_outcome, profile_factory, token_speculation
+    bad = [m for m in cfg.load.methods if m not in METHODS]
+    if bad:
+        raise UserError(f"load.methods: unknown {bad}; choose from {list(METHODS)}")
+    if not cfg.load.methods or not cfg.load.systems:
+        raise UserError("load.methods and load.systems: nothing to replay (both need an entry)")
+    sets = trace_sets(cfg, paths, {METHODS[m][0] for m in cfg.load.methods})
+    factory = profile_factory(str(cfg.load.profile), cfg, paths)
+    spec = token_speculation(cfg) if any(m.endswith("_sd") for m in cfg.load.methods) else None
+    from heterospec.replay.schedules import get_schedule
+    schedules: dict[str, Any] = {}
+    out = []
+    for name in cfg.load.systems:
+        system = hw_system(name, cfg)
+        profile = factory(system)
+        for method in cfg.load.methods:
+            fam, gpu, fpga = METHODS[method]
+            ts, probs = sets[fam]
+            sched = fpga if system.draft.kind == "fpga" else gpu
+            if sched not in schedules:
+                schedules[sched] = get_schedule(compose_schedule(cfg, overrides, sched, "load.methods"))
+            plan = device_plan(cfg, paths, system, str(cfg.load.profile), probs, profile)
+            out.append(Job(system, method, ts, schedules[sched], probs, profile, plan, spec, prefetch_outcome(cfg)))
+    return out
+
+
+# ----------------------------------------------------------------------------- runs
+@dataclass
+class Alone:
+    """A job's problems each alone on an idle system (the single-request replay): latencies (s), the busiest
+    device's mean busy time per request (ms), and the share of problems the load replay gives the same latency
+    (1e-9 relative) at batch 1 with the requests far apart."""
+    latencies: list
+    busiest_ms: float
+    same: float
+
+
+def alone(job: Job) -> Alone:
+    ctx = job.ctx()
+    lat, busy = [], dict.fromkeys(("draft", "prm", "target"), 0.0)
+    for p in job.problems:
+        m, _ = simulate_problem(p, job.schedule, ctx)
+        lat.append(m["latency_ms"] / 1e3)
+        for d in busy:
+            busy[d] += m[f"busy_{d}_ms"]
+    gap = max(lat, default=0.0) + 1.0
+    far = replay_requests([(i * gap, p) for i, p in enumerate(job.problems)], job.system, job.schedule,
+                          job.profile, serial_plan(), speculation=job.speculation, recorded=job.recorded)
+    same = sum(abs(r.latency / 1e3 - x) <= 1e-9 * x for r, x in zip(far.requests, lat)) / max(len(lat), 1)
+    return Alone(lat, max(busy.values()) / max(len(job.problems), 1), same)
+
+
+def slo_limits(cfg: Any, alone: dict) -> dict:
+    """The SLO in seconds per system/method (``alone``: their unloaded latencies): ``load.slo.seconds``, else
+    ``multiple`` x the reference's unloaded percentile (``reference: own``: each one's own). One line when it lies
+    below the reference's unloaded latency (no load could meet it)."""
+    slo = cfg.load.slo
+    ref, q = str(slo.reference), float(slo.percentile)
+    if ref != "own" and ref not in alone:
+        raise UserError(f"load.slo.reference: '{ref}' is not one of the systems/methods replayed ({sorted(alone)}) "
+                        f"nor 'own'")
+    base = {k: percentile(v, q) for k, v in alone.items()}
+    if slo.seconds is not None:
+        floor = min(base.values()) if ref == "own" else base[ref]
+        if not slo.seconds >= floor:
+            raise UserError(f"load.slo.seconds: {slo.seconds} s is below the unloaded P{q:g} latency "
+                            f"({floor:.3f} s{'' if ref == 'own' else ' of ' + ref}); no load can meet it")
+        return dict.fromkeys(alone, float(slo.seconds))
+    if not slo.multiple >= 1:
+        raise UserError(f"load.slo.multiple: {slo.multiple}, expected >= 1 (below 1 the SLO is under the unloaded "
+                        f"P{q:g} latency{'' if ref == 'own' else ' of ' + ref})")
+    return {k: float(slo.multiple) * base[k if ref == "own" else ref] for k in alone}
+
+
+def warm_requests(cfg: Any, rate: float | None, fill_s: float) -> int:
+    """Requests before the counted ones: the ``load.warmup`` share, or as many as arrive while one request runs
+    (``fill_s``: the system fills before it is measured), at most twice the counted ones (far past capacity the
+    throughput shows it anyway)."""
+    n = int(cfg.load.requests)
+    share = math.ceil(float(cfg.load.warmup) * n / (1 - float(cfg.load.warmup)))
+    fill = math.ceil(rate * fill_s) if rate else 0
+    return min(2 * n, max(share, fill))
+
+
+def run_point(job: Job, cfg: Any, arrivals: Arrivals, fill_s: float = 0.0) -> LoadRun:
+    """``load.requests`` counted requests of ``arrivals`` after the warm-up ones (:func:`warm_requests`); a
+    timestamps file: every time in it, the first ``load.warmup`` share not counted."""
+    if arrivals.kind == "timestamps":
+        from heterospec.arrivals import read_timestamps
+        total = len(read_timestamps(arrivals.path))
+        warm = int(float(cfg.load.warmup) * total)
+    else:
+        warm = warm_requests(cfg, arrivals.rate if arrivals.kind == "poisson" else None, fill_s)
+        total = warm + int(cfg.load.requests)
+    return replay_arrivals(arrivals, job.problems, total, job.system, job.schedule, job.profile, job.plan,
+                           speculation=job.speculation, recorded=job.recorded, warmup=warm)
+
+
+def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, dict]:
+    """The capacity search of one job: its load points (purpose ``search``, each with its requests) and the capacity
+    row. The search starts at the busiest device's batch-1 rate (batching lets it serve more: the search doubles
+    from there)."""
+    q = float(cfg.load.slo.percentile)
+    base = percentile(solo.latencies, q)
+    seed = int(cfg.load.seed)
+    start = 1e3 / solo.busiest_ms if solo.busiest_ms > 0 else 1.0
+
+    def measure(rate: float):   # a rate the system does not keep up with misses the SLO whatever its percentile says
+        run = run_point(job, cfg, Arrivals("poisson", rate=rate, seed=seed, key="load.arrivals"), base)
+        p = percentile([r.latency / 1e3 for r in run.requests[run.counted_from:]], q)
+        return (p if run.point["keeps_up"] else math.inf), run
+
+    found = search(measure, slo_s, start, int(cfg.load.search_steps)) if base <= slo_s else None
+    entries = [_entry(job, cfg, run, "search", rate) for rate, _, run in (found.tried if found else [])]
+    best = found.best if found else None
+    devs = ("draft", "prm", "target")
+    util = {d: (best.point[f"util_{d}"] if best else 0.0) for d in devs}
+    wait = {d: (best.point[f"queue_{d}_ms"] if best else 0.0) for d in devs}
+    # the bottleneck: where requests queue longest (a batching device is busy whenever it holds anything)
+    row = dict(run=cfg.name, **job.keys, percentile=q, slo_s=slo_s, unloaded_s=base, unloaded_same=solo.same,
+               capacity_rps=found.capacity if found else 0.0,
+               goodput_tok_s=best.point["goodput_tok_s"] if best else 0.0,
+               bottleneck=max(devs, key=lambda d: (wait[d], util[d])) if best else
+               "none: unloaded latency above the SLO",
+               **{f"util_{d}": v for d, v in util.items()}, **{f"queue_{d}_ms": v for d, v in wait.items()},
+               evaluations=len(entries), devices=job.plan.describe())
+    return entries, row
+
+
+def curve_job(job: Job, cfg: Any, rates: list[float], fill_s: float) -> list:
+    """Load points at ``rates`` (purpose ``curve``), each with its requests."""
+    seed = int(cfg.load.seed)
+    return [_entry(job, cfg, run_point(job, cfg, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), fill_s),
+                   "curve", r) for r in rates]
+
+
+def _entry(job: Job, cfg: Any, run: LoadRun, purpose: str, rate: float | None) -> tuple[dict, list]:
+    """(point row, its request rows) as plain values (a worker process sends them back); points numbered later."""
+    keys = dict(run=cfg.name, **job.keys)
+    point = dict(**keys, point=0, purpose=purpose, arrivals="poisson", rate_rps=rate, clients=None, **run.point)
+    return point, request_rows(run.requests, run.counted_from, keys, 0)
+
+
+def _in_workers(fn, items: list, workers: int) -> list:
+    """``fn`` over ``items``, in forked processes when ``workers`` > 1 (same results, same order)."""
+    if workers <= 1 or len(items) < 2:
+        return [fn(x) for x in items]
+    import multiprocessing as mp
+    _WORK[:] = [fn, items]
+    try:
+        with mp.get_context("fork").Pool(min(workers, len(items))) as pool:
+            return pool.map(_call, range(len(items)), chunksize=1)
+    finally:
+        _WORK.clear()
+
+
+_WORK: list = []
+
+
+def _call(i: int):
+    return _WORK[0](_WORK[1][i])
+
+
+def _tables(entries: list) -> tuple[pa.Table, pa.Table]:
+    """Points and requests of every entry, the points numbered in order."""
+    points, requests = [], []
+    for point, reqs in entries:
+        point["point"] = len(points)
+        for r in reqs:
+            r["point"] = point["point"]
+        points.append(point)
+        requests += reqs
+    return (pa.Table.from_pylist(points, schema=LOAD_POINTS_SCHEMA),
+            pa.Table.from_pylist(requests, schema=LOAD_REQUESTS_SCHEMA))
+
+
+def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | None = None) -> pa.Table:
+    """Capacity and latency curves for every load.systems x load.methods (module docstring), in ``workers``
+    processes (default ``load.workers``)."""
+    t0 = time.perf_counter()
+    if int(cfg.load.requests) < 2:
+        raise UserError(f"load.requests: {cfg.load.requests}, expected 2 or more per load point")
+    bad = [f for f in cfg.load.curve if not f > 0]
+    if bad:
+        raise UserError(f"load.curve: {bad}; expected fractions of capacity > 0")
+    workers = int(workers or cfg.load.workers)
+    jobs = make_jobs(cfg, paths, overrides)
+    solo = _in_workers(alone, jobs, workers)
+    slo = slo_limits(cfg, {f"{j.system.name}/{j.method}": a.latencies for j, a in zip(jobs, solo)})
+    found = _in_workers(lambda k: capacity_job(jobs[k], cfg, slo[f"{jobs[k].system.name}/{jobs[k].method}"],
+                                               solo[k]), list(range(len(jobs))), workers)
+    top: dict[str, float] = {}
+    for job, (_, row) in zip(jobs, found):
+        top[job.system.name] = max(top.get(job.system.name, 0.0), row["capacity_rps"])
+    # the curve: fractions of each method's own capacity (of the system's best where it has none)
+    scale = [row["capacity_rps"] or top[job.system.name] for job, (_, row) in zip(jobs, found)]
+    curves = _in_workers(lambda k: curve_job(jobs[k], cfg, [f * scale[k] for f in cfg.load.curve if scale[k] > 0],
+                                             found[k][1]["unloaded_s"]), list(range(len(jobs))), workers)
+    points, requests = _tables([e for f, c in zip(found, curves) for e in f[0] + c])
+    capacity = pa.Table.from_pylist([f[1] for f in found], schema=LOAD_CAPACITY_SCHEMA)
+    write_parquet(requests, paths.load_requests, LOAD_REQUESTS_SCHEMA)
+    write_parquet(points, paths.load_points, LOAD_POINTS_SCHEMA)
+    write_parquet(capacity, paths.load_capacity, LOAD_CAPACITY_SCHEMA)
+    print_capacity(capacity)
+    same = [a.same for a in solo]
+    print(f"[replay load] one request at a time at batch 1: {100 * min(same):.1f} % of problems (the least of "
+          f"{len(same)} systems x methods) take the single-request replay's latency to 1e-9")
+    print(f"[replay load] {len(jobs)} systems x methods, {points.num_rows} load points, {requests.num_rows} "
+          f"requests in {time.perf_counter() - t0:.1f}s -> {paths.load_capacity.parent}")
+    return capacity
+
+
+def print_capacity(capacity: pa.Table) -> None:
+    from heterospec.text_table import format_table
+    rows = [(r["trace_set"], r["system"], r["method"], r["schedule"], r["unloaded_s"], r["slo_s"], r["capacity_rps"],
+             r["goodput_tok_s"], r["bottleneck"], r["util_draft"], r["util_prm"], r["util_target"])
+            for r in capacity.to_pylist()]
+    print(format_table(["traces", "system", "method", "schedule", f"unloaded_p{capacity['percentile'][0]}_s"
+                        if capacity.num_rows else "unloaded_s", "slo_s", "capacity_rps", "goodput_tok_s",
+                        "bottleneck", "util_draft", "util_prm", "util_target"], rows))
+
+
+def point_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[dict]:
+    """One point of ``load.arrivals`` per system x method, printed (nothing written)."""
+    a = cfg.load.arrivals
+    arrivals = Arrivals(str(a.kind), float(a.rate), int(a.clients), float(a.think_s), str(a.path), int(a.seed),
+                        key="load.arrivals")
+    if arrivals.kind == "timestamps":
+        from heterospec.arrivals import read_timestamps
+        read_timestamps(arrivals.path)   # a bad file is one line before anything runs
+    jobs = make_jobs(cfg, paths, overrides)
+    rows = []
+    for job in jobs:
+        run = run_point(job, cfg, arrivals)
+        rows.append(dict(**job.keys, **{k: v for k, v in run.point.items() if k != "devices"}))
+    from heterospec.text_table import format_table
+    print(format_table(["system", "method", "schedule", "requests", "throughput_rps", "p50_s", "p90_s", "p99_s",
+                        "util_draft", "util_prm", "util_target"],
+                       [(r["system"], r["method"], r["schedule"], r["requests"], r["throughput_rps"], r["p50_s"],
+                         r["p90_s"], r["p99_s"], r["util_draft"], r["util_prm"], r["util_target"]) for r in rows]))
+    return rows
