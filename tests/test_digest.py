@@ -43,7 +43,7 @@ MUST_MOVE = {
     "replay_validate": ["replay.engine", "models.prm.arch", "schedule.prefetch", "system.link"],
     "serve": ["serving.requests", "serving.max_batch", "algorithm.threshold", "models.prm.dtype",
               "system.torch_devices.target", "collect.draft", "dataset.limit", "system.target.memory_gb"],
-    "serving_validate": ["serving.requests", "models.prm.arch"],
+    "serving_validate": ["serving.requests", "models.prm.arch", "load.memory_fraction", "system.link"],
     "replay_load": ["load.requests", "load.slo.multiple", "replay.token_speculation.source", "models.target.arch",
                     "hls.pipeline", "collect.limit"],
     "dfvg_collect": ["dfvg.prompts", "token_speculation.tree", "models.target.dtype", "system.torch_devices.draft"],

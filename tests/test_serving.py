@@ -26,7 +26,7 @@ from heterospec.errors import UserError
 from heterospec.models.batching import feed_batch
 from heterospec.models.prefix_cache import PrefixCache
 from heterospec.reasoning.serving_schemas import TABLES
-from heterospec.replay.serving_validate import (OUTPUTS_SCHEMA, VALIDATION_SCHEMA, load_summary, outputs,
+from heterospec.replay.serving_validate import (OUTPUTS_SCHEMA, VALIDATION_SCHEMA, host_ms, load_summary, outputs,
                                                reference_tables, validate)
 from heterospec.serve import check_kv_room, run_stage
 from heterospec.store import read_parquet
@@ -160,6 +160,30 @@ def test_load_points_interleave_and_are_summarised(served):
         mine = [r for r in req if (r["load_index"], r["repeat"]) == (v["load_index"], v["repeat"])]
         assert (v["measured_p50_s"], v["measured_p90_s"], v["measured_throughput"]) == pytest.approx(
             load_summary([r["arrival_s"] for r in mine], [r["finish_s"] for r in mine]))
+
+
+def test_replayed_beside_measured(served):
+    """The load replay ran on every load point's arrivals: at 8 times the unloaded rate it queues longer than at 1."""
+    _, paths, _ = served
+    rows = {(r["load_index"], r["repeat"]): r for r in
+            read_parquet(paths.serving_validation, VALIDATION_SCHEMA).to_pylist()}
+    assert len(rows) == 4 and all(r["replayed_p50_s"] > 0 and r["replayed_throughput"] > 0 for r in rows.values())
+    assert {(r["system"], r["schedule"], r["profile"]) for r in rows.values()} == {("cpu3", "sequential", "measured")}
+    assert rows[(1, 0)]["replayed_p90_s"] > rows[(0, 0)]["replayed_p90_s"]
+    # the same arrivals in both repeats: the replay gives both the same numbers
+    assert rows[(0, 0)]["replayed_p50_s"] == rows[(0, 1)]["replayed_p50_s"]
+
+
+def test_host_time_is_latency_less_jobs():
+    # one request, 100 ms: a draft job queued at 5 ms, its two calls ending at 40; a PRM job queued at 50, ending at
+    # 60; so 40 - 5 + 60 - 50 = 45 ms in jobs and 55 ms on the host
+    ms = 1_000_000
+    run = dict(load_index=0, repeat=0, request=0)
+    calls = [dict(run, enqueued_ns=5 * ms, end_ns=12 * ms), dict(run, enqueued_ns=5 * ms, end_ns=40 * ms),
+             dict(run, enqueued_ns=50 * ms, end_ns=60 * ms)]
+    other = dict(run, request=1, enqueued_ns=0, end_ns=90 * ms)      # another request's job counts for it alone
+    assert host_ms(calls + [other], [dict(run, latency_s=0.1), dict(run, request=1, latency_s=0.1)]) == \
+        pytest.approx([55.0, 10.0])
 
 
 def test_load_summary_by_hand():

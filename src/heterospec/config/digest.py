@@ -71,7 +71,8 @@ READS: dict[str, tuple[str | Entries, ...]] = {
     "serve": ("serving", Entries("collect_variant", "algorithm", "serving.algorithm"), "models", "system.torch_devices",
               Entries("system", "system", "system.name"), "collect.draft", "collect.threads_per_role",
               Entries("dataset", "dataset", "datasets")),
-    "serving_validate": ("serving", "models", "system.torch_devices"),
+    # the outputs check, and the load replay on the collect system with the run's load settings (memory, curves)
+    "serving_validate": ("serving", "models", "system.torch_devices", Entries("system", "system", "system.name"), "load"),
     "dfvg_collect": ("dfvg", "token_speculation", "models", "system.torch_devices",
                      Entries("dataset", "dataset", ("synthetic",))),
     "dfvg_replay": ("dfvg", "models", "replay.call_overhead_ms"),

@@ -40,7 +40,6 @@ class Job:
     method: str
     args: tuple
     enqueued_ns: int = field(default_factory=time.perf_counter_ns)
-    dispatched_ns: int = 0
     value: Any = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
@@ -111,33 +110,29 @@ class Dispatcher:
             elif item.method in ("write", "score"):
                 self.waiting[item.role].append(item)
             else:                                        # open / release: sent now, in the order the request asked
-                item.dispatched_ns = time.perf_counter_ns()
                 self.commands.append((self.roles[item.role].submit(item.method, item.request, *item.args), item))
         return other
 
     def _start(self, role: str) -> None:
-        """Give a free role its next work: the lane its oldest write; the PRM every waiting score; a batching writer
-        the writes that fit beside the running ones (sent even while it runs: they join before its next pass)."""
+        """Give a role its next work: the PRM, when free, every waiting score; the lane its oldest write, the next one
+        sent while it writes (it waits in the worker's pipe, so the lane never idles for a round trip through this
+        process); a batching writer the writes that fit beside the running ones (sent even while it runs: they join
+        before its next pass)."""
         q, worker, limit = self.waiting[role], self.roles[role], self.max_batch[role]
-        if role == "prm" or not self.batches(role):
-            if self.inflight[role] or not q:
-                return
-            jobs = [q.popleft() for _ in range(min(len(q), limit))]
-            now = time.perf_counter_ns()
-            for j in jobs:
-                j.dispatched_ns = now
-            if role == "prm":
-                handle = worker.submit("score", [(j.request, *j.args) for j in jobs])
-            else:
-                handle = worker.submit("write_for", jobs[0].request, *jobs[0].args)
-            self.inflight[role].append((handle, jobs))
+        if role == "prm":
+            if not self.inflight[role] and q:
+                jobs = [q.popleft() for _ in range(min(len(q), limit))]
+                self.inflight[role].append((worker.submit("score", [(j.request, *j.args) for j in jobs]), jobs))
+            return
+        if not self.batches(role):
+            while q and len(self.inflight[role]) < 2:
+                job = q.popleft()
+                self.inflight[role].append((worker.submit("write_for", job.request, *job.args), [job]))
             return
         room = limit - len(self.running[role])
         if (q and room > 0 and len(self.inflight[role]) < 2) or (self.running[role] and not self.inflight[role]):
             jobs = [q.popleft() for _ in range(min(len(q), max(room, 0)))]
-            now = time.perf_counter_ns()
             for j in jobs:
-                j.dispatched_ns = now
                 self.running[role][j.request] = j
             self.inflight[role].append((worker.submit("iterate", [(j.request, *j.args) for j in jobs]), jobs))
 
@@ -196,9 +191,9 @@ class RequestRole:
         else:
             value, batched = value
             calls = value.calls
-        for i, (c, (first, last, batch)) in enumerate(zip(calls, batched)):
-            self.served.append(dict(enqueued_ns=job.enqueued_ns, queued_ns=job.dispatched_ns - job.enqueued_ns
-                                    if i == 0 else 0, pass_first=first, pass_last=last, batch=batch))
+        for i, (c, (first, last, batch)) in enumerate(zip(calls, batched)):   # waited: until its first pass began
+            self.served.append(dict(enqueued_ns=job.enqueued_ns, queued_ns=c.start_ns - job.enqueued_ns if i == 0 else 0,
+                                    pass_first=first, pass_last=last, batch=batch))
         return value
 
     def release(self) -> Job:

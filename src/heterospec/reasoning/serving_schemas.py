@@ -55,7 +55,7 @@ REQUESTS_SCHEMA = versioned("serving_requests", 1, _RUN + _REQUEST + [
 
 CALLS_SCHEMA = versioned("serving_calls", 1, _RUN + _REQUEST + _collect_fields(CALLS_TRACE_SCHEMA) + [
     pa.field("enqueued_ns", pa.int64()),     # its job joined the role's queue (from the request's arrival)
-    pa.field("queued_ns", pa.int64()),       # the job waited this long for its first pass (its first call only)
+    pa.field("queued_ns", pa.int64()),       # from joining the queue to its first pass (its job's first call; else 0)
     pa.field("pass_first", pa.int64()),      # the role's passes (serving_passes.seq) it ran in, first and last
     pa.field("pass_last", pa.int64()),
     pa.field("batch", pa.float64()),         # mean requests per pass over them

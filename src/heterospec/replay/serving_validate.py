@@ -167,14 +167,131 @@ def measured_rows(requests: pa.Table) -> list[dict]:
     return out
 
 
+SCHEDULE = "sequential"     # each served request runs the sequential executor's calls
+PROFILE = "measured"
+
+
+def traced_problems(reference: dict[str, pa.Table]) -> list:
+    """The served algorithm's problems as the replay reads them, from its sequential collect (the served requests'
+    steps are these: the outputs check says so)."""
+    from heterospec.replay.collect_traces import calls_from_collect
+    from heterospec.replay.problem import problems_from_steps
+    from heterospec.replay.steps import steps_from_calls
+
+    steps = {(r["algorithm"], r["executor"], r["dataset"], r["problem_id"], r["step_idx"]): r["outcome"]
+             for r in reference["steps"].to_pylist()}
+    calls = calls_from_collect(reference["calls"], steps, Path("collect (sequential)"))
+    return problems_from_steps(steps_from_calls(calls, "serving"))
+
+
+def serving_profile(serving: dict[str, pa.Table], run: str):
+    """The ``measured`` profile fitted on the serving run's own calls made alone (a pass of one request: its price at
+    batch 1, which the batch curve scales), and the controller's time: a served request's controller works on the
+    host between its jobs, not on a device, so it is the profile's time per problem (added to a request's latency,
+    occupying no device), the mean over the requests of their latency less the time their jobs were queued or
+    served; no per-call dispatch time (the single-request fit's, which the load replay would charge to the device)."""
+    from heterospec.replay.collect_traces import calls_from_collect
+    from heterospec.replay.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
+
+    def key(r: dict) -> str:
+        return f"{r['load_index']}/{r['repeat']}/{r['request']}"
+
+    steps = {("serving", "serving", r["dataset"], key(r), r["step_idx"]): r["outcome"]
+             for r in serving["steps"].to_pylist()}
+    rows = serving["calls"].to_pylist()
+    alone = [{**r, "algorithm": "serving", "executor": "serving", "problem_id": key(r)} for r in rows
+             if r["batch"] == 1.0]
+    calls = calls_from_collect(pa.Table.from_pylist(alone), steps, Path("serving calls"))
+    host = host_ms(rows, serving["requests"].to_pylist())
+    controller = pa.Table.from_pylist([dict(run=run, role="controller", phase="problem", calls=len(host),
+                                            features=["1"], coefficients=[max(0.0, float(np.mean(host)))], r2=0.0,
+                                            mape=0.0, wall_ms_mean=float(np.mean(host)))], schema=FIT_SCHEMA)
+    return MeasuredProfile.from_fit(pa.concat_tables([fit_calls(calls, run), controller]))
+
+
+def host_ms(calls: list[dict], requests: list[dict]) -> list[float]:
+    """Per request (in ``requests``' order), the milliseconds its controller worked on the host: its latency less the
+    time each of its jobs spent from joining a role's queue to its last call's end (a job's calls share their
+    ``enqueued_ns``; times from the request's arrival)."""
+    def key(r: dict) -> tuple:
+        return r["load_index"], r["repeat"], r["request"]
+
+    jobs: dict[tuple, int] = defaultdict(int)
+    for c in calls:
+        job = (*key(c), c["enqueued_ns"])
+        jobs[job] = max(jobs[job], c["end_ns"] - c["enqueued_ns"])
+    in_jobs: dict[tuple, int] = defaultdict(int)
+    for job, ns in jobs.items():
+        in_jobs[job[:3]] += ns
+    return [r["latency_s"] * 1e3 - in_jobs[key(r)] / 1e6 for r in requests]
+
+
+def curve_prices(prices: list[dict]) -> pa.Table:
+    """The batched prices a batch curve is fitted on: the roles and phases measured at more than one batch size."""
+    sizes: dict[tuple, set] = defaultdict(set)
+    for r in prices:
+        sizes[(r["role"], r["phase"])].add(r["batch"])
+    return pa.Table.from_pylist([r for r in prices if len(sizes[(r["role"], r["phase"])]) > 1],
+                                schema=BATCH_PRICES_SCHEMA)
+
+
+def serving_devices(cfg, paths: RunPaths, system, problems, profile, prices: pa.Table):
+    """The devices as the serving run ran them: the draft a lane of one request at a time (or batching like the
+    target), the PRM's batched passes and the target's continuous batching up to ``serving.max_batch``, each batch
+    curve fitted on the run's own passes."""
+    from omegaconf import OmegaConf
+
+    from heterospec.replay.load.stage import device_plan
+
+    mb = cfg.serving.max_batch
+    load = OmegaConf.to_container(cfg.load, resolve=True)
+    load.update(batching={"draft": "lanes" if int(mb.draft) == 1 else "continuous", "prm": "batched_prefill",
+                          "target": "continuous", "link": "serial"},
+                max_batch={r: int(mb[r]) for r in ("draft", "prm", "target")}, fpga_batch=1, draft_lanes=1)
+    served = OmegaConf.merge(cfg, {"load": load})
+    return device_plan(served, paths, system, PROFILE, problems, profile, batch_prices=prices)
+
+
+def replayed(cfg, paths: RunPaths, serving: dict[str, pa.Table], reference: dict[str, pa.Table],
+             prices: list[dict]) -> dict[tuple[int, int], tuple[float, float, float]]:
+    """Per load point and repeat, the load replay's (P50, P90, throughput) on the run's arrivals (the closed loop's
+    clients for arrivals=closed), the run's collect system under the sequential schedule."""
+    from heterospec.config.hardware import system as hw_system
+    from heterospec.replay.load import replay_closed, replay_requests
+
+    problems = traced_problems(reference)
+    by_id = {p.problem: p for p in problems}
+    profile = serving_profile(serving, cfg.name)
+    system = hw_system(str(cfg.system.name), cfg)
+    devices = serving_devices(cfg, paths, system, problems, profile, curve_prices(prices))
+    out = {}
+    for (li, rep), rows in sorted(_by(serving["requests"], ("load_index", "repeat"), ("request",)).items()):
+        if rows[0]["arrivals"] == "closed":
+            run = replay_closed([by_id[r["problem_id"]] for r in rows], int(rows[0]["load"]),
+                                float(cfg.serving.think_s), system, SCHEDULE, profile, devices)
+        else:
+            run = replay_requests([(r["arrival_s"], by_id[r["problem_id"]]) for r in rows], system, SCHEDULE,
+                                  profile, devices)
+        arrivals = [q.arrival / 1e3 for q in run.requests]
+        out[(li, rep)] = load_summary(arrivals, [a + q.latency / 1e3 for a, q in zip(arrivals, run.requests)])
+    log.info("replayed on %s, schedule %s, profile %s: %s", system.name, SCHEDULE, PROFILE, devices.describe())
+    return out
+
+
 def validate(cfg, paths: RunPaths) -> pa.Table:
     """Write the serving run's outputs check, its batched prices and the load validation; returns the validation."""
     dataset = serving_dataset(cfg)
     serving = {t: read_parquet(paths.serving_table(t), s) for t, s in TABLES.items()}
-    same = outputs(serving, reference_tables(paths, dataset, str(cfg.serving.algorithm)))
+    reference = reference_tables(paths, dataset, str(cfg.serving.algorithm))
+    same = outputs(serving, reference)
     write_parquet(same, paths.serving_outputs, OUTPUTS_SCHEMA)
-    write_parquet(batch_prices(serving["passes"], cfg), paths.serving_table("batch_prices"), BATCH_PRICES_SCHEMA)
+    prices = batch_prices(serving["passes"], cfg)
+    write_parquet(prices, paths.serving_table("batch_prices"), BATCH_PRICES_SCHEMA)
     rows = measured_rows(serving["requests"])
+    replay = replayed(cfg, paths, serving, reference, prices)
+    for r in rows:
+        r["replayed_p50_s"], r["replayed_p90_s"], r["replayed_throughput"] = replay[(r["load_index"], r["repeat"])]
+        r.update(system=str(cfg.system.name), schedule=SCHEDULE, profile=PROFILE)
     table = write_parquet(rows, paths.serving_validation, VALIDATION_SCHEMA)
     n = len(same)
     log.info("outputs: %d of %d requests identical to the sequential collect (answers %d, steps %d, verdicts %d, "
@@ -183,8 +300,9 @@ def validate(cfg, paths: RunPaths) -> pa.Table:
              sum(r["identical_verdicts"] for r in same), sum(r["identical_calls"] for r in same),
              max((r["max_score_diff"] for r in same), default=0.0))
     for r in rows:
-        log.info("load %g (%s) repeat %d: P50 %.3f s, P90 %.3f s, %.3f requests/s", r["load"], r["arrivals"],
-                 r["repeat"], r["measured_p50_s"], r["measured_p90_s"], r["measured_throughput"])
+        log.info("load %g (%s) repeat %d: P50 %.3f s (replayed %.3f), P90 %.3f s (%.3f), %.3f requests/s (%.3f)",
+                 r["load"], r["arrivals"], r["repeat"], r["measured_p50_s"], r["replayed_p50_s"], r["measured_p90_s"],
+                 r["replayed_p90_s"], r["measured_throughput"], r["replayed_throughput"])
     return table
 
 
