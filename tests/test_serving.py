@@ -175,15 +175,18 @@ def test_replayed_beside_measured(served):
 
 
 def test_host_time_is_latency_less_jobs():
-    # one request, 100 ms: a draft job queued at 5 ms, its two calls ending at 40; a PRM job queued at 50, ending at
-    # 60; so 40 - 5 + 60 - 50 = 45 ms in jobs and 55 ms on the host
+    # one request, 100 ms: a draft job queued at 5 ms (waiting 3 ms), its two calls ending at 40; a PRM job queued at
+    # 50 (waiting 1 ms), ending at 60; so 40 - 5 + 60 - 50 = 45 ms in jobs and 55 ms on the host; with handovers of
+    # 2 ms (draft) and 5 ms (PRM), min(3, 2) + min(1, 5) = 3 ms of the waits are the host's too
     ms = 1_000_000
     run = dict(load_index=0, repeat=0, request=0)
-    calls = [dict(run, enqueued_ns=5 * ms, end_ns=12 * ms), dict(run, enqueued_ns=5 * ms, end_ns=40 * ms),
-             dict(run, enqueued_ns=50 * ms, end_ns=60 * ms)]
-    other = dict(run, request=1, enqueued_ns=0, end_ns=90 * ms)      # another request's job counts for it alone
-    assert host_ms(calls + [other], [dict(run, latency_s=0.1), dict(run, request=1, latency_s=0.1)]) == \
-        pytest.approx([55.0, 10.0])
+    calls = [dict(run, role="draft", phase="prefill", enqueued_ns=5 * ms, queued_ns=3 * ms, end_ns=12 * ms),
+             dict(run, role="draft", phase="decode", enqueued_ns=5 * ms, queued_ns=0, end_ns=40 * ms),
+             dict(run, role="prm", phase="score", enqueued_ns=50 * ms, queued_ns=1 * ms, end_ns=60 * ms)]
+    other = dict(run, request=1, role="draft", phase="prefill", enqueued_ns=0, queued_ns=0, end_ns=90 * ms)
+    requests = [dict(run, latency_s=0.1), dict(run, request=1, latency_s=0.1)]
+    assert host_ms(calls + [other], requests) == pytest.approx([55.0, 10.0])   # another request's job is its own
+    assert host_ms(calls + [other], requests, {"draft": 2 * ms, "prm": 5 * ms}) == pytest.approx([58.0, 10.0])
 
 
 def test_load_summary_by_hand():

@@ -180,7 +180,7 @@ def _run_rows(meta: dict, reqs, results: dict, records: list[dict], t0: int) -> 
         out["steps"] += [dict(**keys, request=req.index, **st) for st in rows["steps"]]
     out["passes"] = [dict(**keys, role=p["role"], seq=p["seq"], phase=p["phase"], batch=len(p["requests"]),
                           requests=p["requests"], held=p["held"], fed=p["fed"], start_ns=p["start_ns"] - t0,
-                          end_ns=p["end_ns"] - t0, forwards=p["forwards"]) for p in records]
+                          end_ns=p["end_ns"] - t0, cpu_ns=p["cpu_ns"], forwards=p["forwards"]) for p in records]
     return out
 
 

@@ -21,9 +21,10 @@ from heterospec.models.batching import feed_batch
 from heterospec.models.prefix_cache import PrefixCache, common_prefix
 from heterospec.reasoning.roles import Call, Step, StepWriter
 
-# a pass: its number, phase, the requests in it, per request the tokens its cache held and the tokens fed, its time;
+# a pass: its number, phase, the requests in it, per request the tokens its cache held and the tokens fed, its time
+# (wall clock) and the worker's CPU time in it (its own work: a worker that shares a core waits beside it);
 # ``forwards``: model forwards it stands for (a lane's decode call: one per token fed; a batched pass: 1)
-PASS_FIELDS = ("seq", "phase", "requests", "held", "fed", "start_ns", "end_ns", "forwards")
+PASS_FIELDS = ("seq", "phase", "requests", "held", "fed", "start_ns", "end_ns", "cpu_ns", "forwards")
 
 
 Batched = tuple[int, int, float]     # a call's first and last pass (their seq) and its mean batch over them
@@ -42,11 +43,11 @@ class _Passes:
     def __init__(self):
         self.seq, self.new = 0, []
 
-    def add(self, phase: str, requests: list[int], held: list[int], fed: list[int], t0: int, t1: int,
+    def add(self, phase: str, requests: list[int], held: list[int], fed: list[int], t0: int, t1: int, cpu: int,
             forwards: int = 1) -> int:
         self.seq += 1
         self.new.append(dict(seq=self.seq, phase=phase, requests=requests, held=held, fed=fed, start_ns=t0,
-                             end_ns=t1, forwards=forwards))
+                             end_ns=t1, cpu_ns=cpu, forwards=forwards))
         return self.seq
 
     def take(self) -> list[dict]:
@@ -66,8 +67,12 @@ class LaneWriter:
 
     def write_for(self, request: int, context: list[int], valid: int, max_tokens: int) -> Served:
         """The request's next step after ``context`` (:meth:`StepWriter.write`), as (Step, [Batched per call])."""
+        cpu = time.process_time_ns()
         step = self.writers[request].write(context, valid, max_tokens)
+        cpu = time.process_time_ns() - cpu
+        wall = sum(c.end_ns - c.start_ns for c in step.calls) or 1
         seqs = [self.passes.add(c.phase, [request], [c.kv_len], [c.tokens_in], c.start_ns, c.end_ns,
+                                cpu * (c.end_ns - c.start_ns) // wall,       # the write's CPU time, shared by wall time
                                 1 if c.phase == "prefill" else c.tokens_in) for c in step.calls]
         return Served((step, [(s, s, 1.0) for s in seqs]), self.passes.take())
 
@@ -130,10 +135,10 @@ class BatchWriter(LaneWriter):
         phase = "prefill" if self.joining else "decode"
         held = [len(r.writer.decoding.cache.ids) for r in rows]
         fed = [len(r.feed) for r in rows]
-        t0 = time.perf_counter_ns()
+        t0, cpu = time.perf_counter_ns(), time.process_time_ns()
         logits = feed_batch([r.writer.decoding.cache for r in rows], [r.feed for r in rows], self.pad)
-        t1 = time.perf_counter_ns()
-        seq = self.passes.add(phase, [r.request for r in rows], held, fed, t0, t1)
+        t1, cpu = time.perf_counter_ns(), time.process_time_ns() - cpu
+        seq = self.passes.add(phase, [r.request for r in rows], held, fed, t0, t1, cpu)
         done = []
         for r, lg, h, n in zip(rows, logits, held, fed):
             k = 0 if phase == "prefill" else 1
@@ -212,10 +217,10 @@ class BatchScorer:
         caches = [self.caches[r] for r, _, _ in items]
         feeds = [c.prepare(self.protocol.ids(q, steps))[1] for c, (_, q, steps) in zip(caches, items)]
         held = [len(c.ids) for c in caches]
-        t0 = time.perf_counter_ns()
+        t0, cpu = time.perf_counter_ns(), time.process_time_ns()
         logits = feed_batch(caches, feeds, self.pad)
-        t1 = time.perf_counter_ns()
-        seq = self.passes.add("score", [r for r, _, _ in items], held, [len(f) for f in feeds], t0, t1)
+        t1, cpu = time.perf_counter_ns(), time.process_time_ns() - cpu
+        seq = self.passes.add("score", [r for r, _, _ in items], held, [len(f) for f in feeds], t0, t1, cpu)
         batched = [(seq, seq, float(len(items)))]
         return Served([(float(self.protocol.reward(lg)), [Call("score", len(f), 0, h, t0, t1)], batched)
                        for lg, f, h in zip(logits, feeds, held)], self.passes.take())

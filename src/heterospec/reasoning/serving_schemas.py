@@ -73,6 +73,7 @@ PASSES_SCHEMA = versioned("serving_passes", 1, _RUN + [
     pa.field("fed", pa.list_(pa.int32())),   # per request: tokens fed (the pass pads them to the longest)
     pa.field("start_ns", pa.int64()),        # from the run's start
     pa.field("end_ns", pa.int64()),
+    pa.field("cpu_ns", pa.int64()),          # the worker's CPU time in it (wall less the time others had its core)
     pa.field("forwards", pa.int32()),        # model forwards it stands for: 1; the draft lane's decode call: per token
 ])
 

@@ -125,17 +125,36 @@ def device_name(device: str) -> str:
     return platform.processor() or "cpu"
 
 
+class Yielding:
+    """A role that shares a core and yields it to another (``system.yields_to``): the load replay pauses it while
+    that role works, so its price is its time less the time that role was busy (its wall time holds those pauses
+    already). ``free(run, role, start, end)``: the ns of [start, end) (from the run's start) left to ``role``."""
+
+    def __init__(self, cfg, passes: pa.Table):
+        self.owner = {str(r): str(o) for r, o in cfg.system.yields_to.items()}
+        self.busy: dict[tuple, list[tuple[int, int]]] = defaultdict(list)   # (load, repeat, role) -> its passes
+        for p in passes.to_pylist():
+            if p["role"] in self.owner.values():
+                self.busy[(p["load_index"], p["repeat"], p["role"])].append((p["start_ns"], p["end_ns"]))
+
+    def free(self, run: tuple[int, int], role: str, start: int, end: int) -> int:
+        if role not in self.owner:
+            return end - start
+        taken = sum(max(0, min(end, b) - max(start, a)) for a, b in self.busy[(*run, self.owner[role])])
+        return end - start - taken
+
+
 def batch_prices(passes: pa.Table, cfg) -> list[dict]:
     """The serving run's passes as measured batched prices (``batch_prices/v1``): one row per pass with its mean
-    context and mean tokens fed per sequence; a draft lane's decode call as its mean per-token pass, counted once
-    per token."""
-    names = {}
+    context and mean tokens fed per sequence, its wall time (less its owner's busy time for a role that yields:
+    :class:`Yielding`); a draft lane's decode call as its mean per-token pass, counted once per token."""
+    names, yields = {}, Yielding(cfg, passes)
     rows = []
     for p in passes.to_pylist():
         role, n = p["role"], p["batch"]
         device = str(cfg.system.torch_devices[role])
         names.setdefault(device, device_name(device))
-        ms = (p["end_ns"] - p["start_ns"]) / 1e6
+        ms = yields.free((p["load_index"], p["repeat"]), role, p["start_ns"], p["end_ns"]) / 1e6
         if p["forwards"] == 0:
             continue
         if p["forwards"] > 1:             # a lane's whole decode call: tokens one by one after its context
@@ -184,12 +203,14 @@ def traced_problems(reference: dict[str, pa.Table]) -> list:
     return problems_from_steps(steps_from_calls(calls, "serving"))
 
 
-def serving_profile(serving: dict[str, pa.Table], run: str):
+def serving_profile(serving: dict[str, pa.Table], run: str, yields: Yielding | None = None):
     """The ``measured`` profile fitted on the serving run's own calls made alone (a pass of one request: its price at
-    batch 1, which the batch curve scales), and the controller's time: a served request's controller works on the
-    host between its jobs, not on a device, so it is the profile's time per problem (added to a request's latency,
-    occupying no device), the mean over the requests of their latency less the time their jobs were queued or
-    served; no per-call dispatch time (the single-request fit's, which the load replay would charge to the device)."""
+    batch 1, which the batch curve scales), and the host's time: a served request's controller works on the host
+    between its jobs, and each job takes a moment to reach an idle worker (:func:`handover_ns`), neither on a device,
+    so their sum is the profile's time per problem (added to a request's latency, occupying no device), the mean over
+    the requests of :func:`host_ms`; no per-call dispatch time (the single-request fit's, which the load replay would
+    charge to the device).
+    A role that yields (``yields``) is priced by its time less its owner's busy time."""
     from heterospec.replay.collect_traces import calls_from_collect
     from heterospec.replay.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
 
@@ -201,29 +222,49 @@ def serving_profile(serving: dict[str, pa.Table], run: str):
     rows = serving["calls"].to_pylist()
     alone = [{**r, "algorithm": "serving", "executor": "serving", "problem_id": key(r)} for r in rows
              if r["batch"] == 1.0]
+    if yields is not None:        # the calls' times from the request's arrival; the passes' from the run's start
+        arrival = {key(r): round(r["arrival_s"] * 1e9) for r in serving["requests"].to_pylist()}
+        alone = [{**r, "end_ns": r["start_ns"] + yields.free((r["load_index"], r["repeat"]), r["role"],
+                                                            arrival[key(r)] + r["start_ns"], arrival[key(r)] + r["end_ns"])}
+                 for r in alone]
     calls = calls_from_collect(pa.Table.from_pylist(alone), steps, Path("serving calls"))
-    host = host_ms(rows, serving["requests"].to_pylist())
+    requests = serving["requests"].to_pylist()
+    host = host_ms(rows, requests, handover_ns(rows, requests))
     controller = pa.Table.from_pylist([dict(run=run, role="controller", phase="problem", calls=len(host),
                                             features=["1"], coefficients=[max(0.0, float(np.mean(host)))], r2=0.0,
                                             mape=0.0, wall_ms_mean=float(np.mean(host)))], schema=FIT_SCHEMA)
     return MeasuredProfile.from_fit(pa.concat_tables([fit_calls(calls, run), controller]))
 
 
-def host_ms(calls: list[dict], requests: list[dict]) -> list[float]:
-    """Per request (in ``requests``' order), the milliseconds its controller worked on the host: its latency less the
-    time each of its jobs spent from joining a role's queue to its last call's end (a job's calls share their
-    ``enqueued_ns``; times from the request's arrival)."""
+def handover_ns(calls: list[dict], requests: list[dict]) -> dict[str, float]:
+    """Per role, the median wait of a job at the lightest load point: what a job takes to reach an idle worker (the
+    pipe, the worker's own bookkeeping before its pass), which the load replay does not queue."""
+    light = min(r["load"] for r in requests)
+    runs = {(r["load_index"], r["repeat"]) for r in requests if r["load"] == light}
+    waits: dict[str, list[int]] = defaultdict(list)
+    for c in calls:
+        if (c["load_index"], c["repeat"]) in runs and c["phase"] in ("prefill", "score"):   # a job's first call
+            waits[c["role"]].append(c["queued_ns"])
+    return {role: float(np.median(w)) for role, w in waits.items()}
+
+
+def host_ms(calls: list[dict], requests: list[dict], handover: dict[str, float] | None = None) -> list[float]:
+    """Per request (in ``requests``' order), the milliseconds it spent outside the roles' work and queues: its latency
+    less the time each of its jobs spent from joining a role's queue to its last call's end (a job's calls share their
+    ``enqueued_ns``; times from the request's arrival), plus each job's wait up to the role's ``handover`` (ns)."""
     def key(r: dict) -> tuple:
         return r["load_index"], r["repeat"], r["request"]
 
     jobs: dict[tuple, int] = defaultdict(int)
+    out: dict[tuple, float] = defaultdict(float)
     for c in calls:
         job = (*key(c), c["enqueued_ns"])
         jobs[job] = max(jobs[job], c["end_ns"] - c["enqueued_ns"])
-    in_jobs: dict[tuple, int] = defaultdict(int)
+        if c["phase"] in ("prefill", "score"):
+            out[key(c)] += min(c["queued_ns"], (handover or {}).get(c["role"], 0.0))
     for job, ns in jobs.items():
-        in_jobs[job[:3]] += ns
-    return [r["latency_s"] * 1e3 - in_jobs[key(r)] / 1e6 for r in requests]
+        out[job[:3]] -= ns
+    return [r["latency_s"] * 1e3 + out[key(r)] / 1e6 for r in requests]
 
 
 def curve_prices(prices: list[dict]) -> pa.Table:
@@ -261,7 +302,7 @@ def replayed(cfg, paths: RunPaths, serving: dict[str, pa.Table], reference: dict
 
     problems = traced_problems(reference)
     by_id = {p.problem: p for p in problems}
-    profile = serving_profile(serving, cfg.name)
+    profile = serving_profile(serving, cfg.name, Yielding(cfg, serving["passes"]))
     system = hw_system(str(cfg.system.name), cfg)
     devices = serving_devices(cfg, paths, system, problems, profile, curve_prices(prices))
     out = {}
