@@ -86,42 +86,62 @@ def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantiz
     hls.codegen(cfg, paths, "u280", paths.quantized_draft, paths.hls_codegen("u280"))
     hls.library(cfg, "u280", paths.hls_codegen("u280"), paths.hls_lib("u280"))
 
-    def collect(name):
-        out = run_shard(cfg, paths, ov, "synthetic", name, "sequential", "0of1", processes=False)
-        merge(paths, "synthetic", name, "sequential", 1)
+    def collect(name, executor="sequential"):
+        out = run_shard(cfg, paths, ov, "synthetic", name, executor, "0of1", processes=False)
+        merge(paths, "synthetic", name, executor, 1)
         return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "calls", "rounds")}
 
     got = {n: collect(n) for n in ("brsd", "brsd_sd", "brsd_w8a8", "brsd_u280")}
+    ahead = {n: collect(n, "step_ahead") for n in ("brsd_w8a8", "brsd_u280")}
     for name, tables in got.items():
         assert {r["algorithm"] for t in tables.values() for r in t} <= {name} and len(tables["problems"]) == 3
-    view = lambda n: [{k: r[k] for k in KEYS} for r in got[n]["problems"]]     # noqa: E731
+    view = lambda n, got=got: [{k: r[k] for k in KEYS} for r in got[n]["problems"]]     # noqa: E731
     assert view("brsd_sd") == view("brsd") and view("brsd_u280") == view("brsd_w8a8")
+    assert view("brsd_u280", ahead) == view("brsd_w8a8", ahead) == view("brsd_w8a8")
     target_writes = [c for c in got["brsd_sd"]["calls"] if c["role"] == "target" and c["phase"] == "decode"]
     assert target_writes and len(got["brsd_sd"]["rounds"]) >= len(target_writes) and not got["brsd"]["rounds"]
     impl = lambda n: {c["impl"] for c in got[n]["calls"] if c["role"] == "draft"}     # noqa: E731
     assert impl("brsd_u280") == {"kernel:u280"} and impl("brsd_w8a8") == {"w8a8"} and impl("brsd") == {"float32"}
 
-    # the comparison, over a catalogue of these collects and of a copy of brsd's with one PRM reward changed
+    # the comparison, over a catalogue of these collects and of copies of brsd's with one PRM reward changed and of
+    # brsd_u280's with a KVMU pointer changed: the step-ahead pointer of a step drafted ahead (how far a cancelled
+    # draft got: not compared) under step_ahead, a valid pointer under sequential
     import pyarrow.parquet as pq
     from heterospec.store.catalog import build
     from heterospec.store.compare import compare_collects
 
     run = tmp_path / "results" / "r"
     shutil.copytree(paths.root / "collect", run / "collect")
-    src, dst = run / "collect" / "synthetic" / "brsd", run / "collect" / "synthetic" / "brsd_x"
-    shutil.copytree(src, dst)
-    for f in dst.rglob("*.parquet"):
-        t = pq.read_table(f)
-        rows = [{**r, "algorithm": "brsd_x"} for r in t.to_pylist()]
+
+    def copy(name, new, change):
+        src, dst = run / "collect" / "synthetic" / name, run / "collect" / "synthetic" / new
+        shutil.copytree(src, dst)
+        for f in dst.rglob("*.parquet"):
+            t = pq.read_table(f)
+            rows = [{**r, "algorithm": new} for r in t.to_pylist()]
+            change(f, rows)
+            pq.write_table(pa.Table.from_pylist(rows, t.schema), f)
+
+    def reward(f, rows):
         if f.name == "calls.parquet":
-            k = next(i for i, r in enumerate(rows) if r["role"] == "prm")
-            rows[k]["prm_score"] += 0.01
-        pq.write_table(pa.Table.from_pylist(rows, t.schema), f)
+            rows[next(i for i, r in enumerate(rows) if r["role"] == "prm")]["prm_score"] += 0.01
+
+    def pointer(f, rows):
+        if f.name == "kvmu.parquet":
+            field, why = ("step_ahead", "step_ahead") if "step_ahead" in f.parts else ("valid", "prm")
+            rows[next(i for i, r in enumerate(rows) if r["reason"] == why)][field] += 1
+
+    copy("brsd", "brsd_x", reward)
+    copy("brsd_u280", "brsd_y", pointer)
     db = tmp_path / "results" / "heterospec.duckdb"
     build(db, tmp_path)
     counts = lambda a, b: compare_collects(db, (cfg.name, a), (cfg.name, b))[1]     # noqa: E731
-    assert counts("brsd", "brsd_sd") == counts("brsd_u280", "brsd_w8a8") == [("synthetic", "sequential", 3, 3, 3, 3, 3)]
+    assert counts("brsd", "brsd_sd") == [("synthetic", "sequential", 3, 3, 3, 3, 3)]
+    assert counts("brsd_u280", "brsd_w8a8") == [("synthetic", "sequential", 3, 3, 3, 3, 3),
+                                                ("synthetic", "step_ahead", 3, 3, 3, 3, 3)]
     assert counts("brsd", "brsd_x") == [("synthetic", "sequential", 3, 3, 3, 2, 3)]
+    assert counts("brsd_u280", "brsd_y") == [("synthetic", "sequential", 3, 3, 3, 3, 2),
+                                             ("synthetic", "step_ahead", 3, 3, 3, 3, 3)]
     with pytest.raises(UserError, match="no problems collected by both .*/brsd and .*/zz"):
         counts("brsd", "zz")
 

@@ -42,8 +42,10 @@ def test_collect_shard_asks_for_the_systems_gpu_roles(system, gpus):
 def test_ci_experiment_asks_for_no_gpu_anywhere():
     j = sizes("experiment=ci")
     wildcards = {"train_model": dict(role="target"), "evaluate": dict(dataset="synthetic", method="target_only"),
-                 "collect_shard": COLLECT, "dfvg_collect": dict(dfvg_method="tree")}
-    for stage in ("train_model", "model_quality", "evaluate", "quantize", "collect_shard", "dfvg_collect", "aggregate"):
+                 "collect_shard": COLLECT, "collect_timed": dict(dataset="synthetic", shard="0of1"),
+                 "dfvg_collect": dict(dfvg_method="tree")}
+    for stage in ("train_model", "model_quality", "evaluate", "quantize", "collect_shard", "collect_timed",
+                  "dfvg_collect", "aggregate"):
         assert j.need(stage, **wildcards.get(stage, {})).gpu == 0, stage
 
 
@@ -73,6 +75,17 @@ def test_threads_follow_the_stage():
     assert j.need("collect_shard", **COLLECT).threads == 2          # cpu3: the target shares the PRM's core
     assert sizes("experiment=ci", "system=gpu3").need("collect_shard", **COLLECT).threads == 3
     assert sizes("experiment=ci", "collect.threads_per_role=2").need("collect_shard", **COLLECT).threads == 4
+
+
+def test_the_timed_job_asks_for_one_session_and_the_time_of_all_its_runs():
+    """The default's timed job: rsd and brsd under both executors, twice each, in one session (one collect's threads
+    and memory), for eight collects' time."""
+    j = sizes("experiment=default")
+    one = j.need("collect_shard", **COLLECT)
+    timed = j.need("collect_timed", dataset="synthetic", shard="0of1")
+    assert (timed.threads, timed.gpu, timed.mem_mb) == (one.threads, one.gpu, one.mem_mb)
+    assert timed.runtime == 2 * 2 * 2 * one.runtime
+    assert sizes("experiment=ci", "system=gpu3").need("collect_timed", dataset="synthetic", shard="0of1").gpu == 3
 
 
 def test_runtime_grows_with_the_work_and_shrinks_with_shards():

@@ -55,20 +55,22 @@ def test_prefix_cache_rollback_counts(tiny):
 
 
 def test_kvmu_pointer_rows_by_hand():
+    """The hardware KVMU's modes: INIT commits, ROLLBACK lands on valid, a step drafted ahead holds its last token
+    back until the accept that sends it to the PRM writes it with its mark."""
     k = KVMU()
     k.initialise(10, "prompt")
     k.speculate(10, 15, ahead=False)      # step 1: tokens 10..15, unverified
-    k.speculate(15, 19, ahead=True)       # step 2 drafted ahead while step 1 is verified
-    k.accept(15)                          # step 1 accepted
-    k.rollback(16, "reject")              # step 2 rejected; the target's step shares its first token
-    k.initialise(20, "shadow_sync")
-    k.accept(20, "shadow_sync")
-    k.rollback(12, "backtrack")           # back into step 1: valid falls back with it
+    k.speculate(15, 19, ahead=True, held_back=True)   # step 2 drafted ahead while step 1 is verified; 18 written
+    k.accept()                            # step 1 accepted: step 2 (its last token now written) is verified next
+    k.speculate(19, 22, ahead=True)       # step 3 drafted ahead, cancelled after three tokens
+    k.rollback("reject")                  # step 2 rejected: step 3 goes with it
+    k.initialise(20, "shadow_sync")       # the target's step, one token
+    k.initialise(12, "backtrack")         # back into step 1: re-initialised there, valid falls back with it
     rows = [(m, v, c, s, why) for _, m, v, c, s, why in k.log]
-    assert rows == [(INIT, 0, 10, 10, "prompt"), (SPECULATION, 0, 15, 15, "draft"),
-                    (SPECULATION, 0, 15, 19, "step_ahead"), (ACCEPT, 15, 15, 19, "prm"),
-                    (ROLLBACK, 15, 16, 16, "reject"), (INIT, 15, 20, 20, "shadow_sync"),
-                    (ACCEPT, 20, 20, 20, "shadow_sync"), (ROLLBACK, 12, 12, 12, "backtrack")]
+    assert rows == [(INIT, 10, 10, 10, "prompt"), (SPECULATION, 10, 15, 15, "draft"),
+                    (SPECULATION, 10, 15, 18, "step_ahead"), (ACCEPT, 15, 19, 19, "prm"),
+                    (SPECULATION, 15, 19, 22, "step_ahead"), (ROLLBACK, 15, 15, 15, "reject"),
+                    (INIT, 20, 20, 20, "shadow_sync"), (INIT, 12, 12, 12, "backtrack")]
     assert all(t1 <= t2 for t1, t2 in zip([r[0] for r in k.log], [r[0] for r in k.log][1:]))
 
 
@@ -87,24 +89,52 @@ def test_draft_kvmu_rows_for_reject_step_ahead_accept_and_backtrack(tiny):
     s3 = w.write(prompt + t1 + s2, P + 2, 4).tokens            # step 3 drafted ahead of step 2's verdict
     w.write(prompt + t1 + s2 + s3, P + 6, 4)                   # step 2 accepted; step 4 ahead of step 3's
     b = [other(s2[0])]                                         # step 3 fails, BRSD rewrites position 1
-    w.write(prompt + t1 + b, P + 3, 4)
+    s5 = w.write(prompt + t1 + b, P + 3, 4).tokens
+    d = prompt + t1 + b + [other(s5[0])]                       # step 5 rejected; the target's step shares nothing
+    w.write(d, P + 4, 4)
     rows = [(m, v, c, s, why) for _, m, v, c, s, why in w.kvmu.log]
     assert rows == [
-        (INIT, 0, P, P, "prompt"), (ACCEPT, P, P, P, "shadow_sync"), (SPECULATION, P, P + 4, P + 4, "draft"),
-        # reject: keep the shared token (valid stays at the prompt), the target's 2nd token comes in, verified
-        (ROLLBACK, P, P + 1, P + 1, "reject"), (INIT, P, P + 2, P + 2, "shadow_sync"),
-        (ACCEPT, P + 2, P + 2, P + 2, "shadow_sync"), (SPECULATION, P + 2, P + 6, P + 6, "draft"),
-        # step ahead: current stays at the end of the step under verification
-        (SPECULATION, P + 2, P + 6, P + 10, "step_ahead"),
-        (ACCEPT, P + 6, P + 6, P + 10, "prm"), (SPECULATION, P + 6, P + 10, P + 14, "step_ahead"),
-        # backtrack into verified tokens: valid falls back too; the rewrite comes in as host tokens
-        (ROLLBACK, P + 2, P + 2, P + 2, "backtrack"), (INIT, P + 2, P + 3, P + 3, "shadow_sync"),
-        (ACCEPT, P + 3, P + 3, P + 3, "shadow_sync"), (SPECULATION, P + 3, P + 7, P + 7, "draft")]
-    # host tokens: the prompt, t1's 2nd token, b
-    assert (w.ingested, w.generated) == (P + 2, 20)
+        (INIT, P, P, P, "prompt"), (SPECULATION, P, P + 4, P + 4, "draft"),
+        # reject: re-initialised after the shared token, the target's 2nd token written and committed with it
+        (INIT, P + 2, P + 2, P + 2, "reject"), (SPECULATION, P + 2, P + 6, P + 6, "draft"),
+        # step ahead: current stays at the end of the step under verification; its last token is held back
+        (SPECULATION, P + 2, P + 6, P + 9, "step_ahead"),
+        # accept: step 3 goes to the PRM, its last token written with the mark
+        (ACCEPT, P + 6, P + 10, P + 10, "prm"), (SPECULATION, P + 6, P + 10, P + 13, "step_ahead"),
+        # backtrack into verified tokens: one re-initialisation, valid falls back to the kept prefix and the rewrite
+        (INIT, P + 3, P + 3, P + 3, "backtrack"), (SPECULATION, P + 3, P + 7, P + 7, "draft"),
+        # reject sharing nothing: back to valid, then the target's token in
+        (ROLLBACK, P + 3, P + 3, P + 3, "reject"), (INIT, P + 4, P + 4, P + 4, "shadow_sync"),
+        (SPECULATION, P + 4, P + 8, P + 8, "draft")]
+    # host tokens: the prompt, t1's 2nd token, b, d's last
+    assert (w.ingested, w.generated) == (P + 3, 24)
     # fed: the prompt and 4 sampled tokens, then per write 1 token in and 4 sampled. A step cut at max_tokens
     # feeds its last token inside the loop, and the next write, finding its context fully cached, re-feeds it
-    assert w.processed == P + 4 + 4 * (1 + 4)
+    assert w.processed == P + 4 + 5 * (1 + 4)
+
+
+def test_a_cancelled_step_drafted_ahead_moves_the_pointers_alike_however_far_it_got(tiny):
+    """s1 goes to the PRM, s2 is drafted ahead and cancelled (s1 rejected) after 0 or 3 tokens; the target's
+    rewrite is s1 itself, and the draft drafts ahead of its verdict. The KVMU cannot drop the step drafted ahead
+    alone, so the cancelled draft is always dropped by a re-init, even when it wrote nothing: the two logs differ
+    only in how far the cancelled draft got."""
+    model, tok = tiny
+    prompt = tok("q?")["input_ids"]
+    P = len(prompt)
+    logs = []
+    for got in (0, 3):
+        w = StepWriter.plain(model, tok, delimiter="<never>", kvmu=True)
+        w.reset(0)
+        s1 = w.write(prompt, P, 4).tokens
+        asked = iter(range(10))
+        assert len(w.write(prompt + s1, P, 4, cancelled=lambda: next(asked) >= got).tokens) == got
+        w.write(prompt + s1, P, 4)
+        logs.append([(m, v, c, s, why) for _, m, v, c, s, why in w.kvmu.log])
+    assert logs[0][2] == (SPECULATION, P, P + 4, P + 4, "step_ahead")
+    assert logs[1][2] == (SPECULATION, P, P + 4, P + 7, "step_ahead")
+    assert logs[0][:2] + logs[0][3:] == logs[1][:2] + logs[1][3:] == [
+        (INIT, P, P, P, "prompt"), (SPECULATION, P, P + 4, P + 4, "draft"),
+        (INIT, P + 4, P + 4, P + 4, "reject"), (SPECULATION, P + 4, P + 4, P + 7, "step_ahead")]
 
 
 def test_prefix_cache_over_the_int8_draft_rolls_back_its_own_cache(tiny):

@@ -18,7 +18,7 @@ from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
 from heterospec.replay.artifact import REPLAY_SCHEMA as ARTIFACT_SCHEMA
 from heterospec.replay.measured import FIT_SCHEMA
 from heterospec.replay.metrics import RESULTS_SCHEMA
-from heterospec.replay.validate import VALIDATION_SCHEMA
+from heterospec.replay.validate import AGGREGATE_SCHEMA, VALIDATION_SCHEMA
 from heterospec.report.sources import PAPER_TABLE3_SCHEMA
 from heterospec.report.sweep import POINTS_SCHEMA
 from heterospec.report.tau_sweep import TAU_SWEEP_SCHEMA
@@ -30,6 +30,7 @@ SCHEMAS = {"evaluations": EVALUATION_SCHEMA, "model_quality": MODEL_QUALITY_SCHE
            "quantize_quality": QUANTIZE_QUALITY_SCHEMA, "hls_perf": PERF_SCHEMA, "hls_breakdown": BREAKDOWN_SCHEMA,
            "hls_resources": RESOURCES_SCHEMA, "hls_csim": CSIM_SCHEMA, "kvmu_synth": KVMU_SYNTH_SCHEMA,
            "replay_results": RESULTS_SCHEMA, "replay_artifact": ARTIFACT_SCHEMA, "replay_validation": VALIDATION_SCHEMA,
+           "replay_validation_aggregate": AGGREGATE_SCHEMA,
            "measured_fit": FIT_SCHEMA, "dfvg_generations": GENERATIONS_SCHEMA, "dfvg_rounds": ROUNDS_SCHEMA,
            "dfvg_replay": DFVG_REPLAY_SCHEMA, "sweep_points": POINTS_SCHEMA, "paper_table3": PAPER_TABLE3_SCHEMA,
            "tau_sweep": TAU_SWEEP_SCHEMA,

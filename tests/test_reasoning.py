@@ -117,17 +117,22 @@ def test_prm_and_target_process_each_token_once(trio, monkeypatch):
     assert target_fed[0] / target_needed <= 1.05
 
 
-def test_kvmu_logs_all_four_modes(trio):
+def test_kvmu_logs_every_transition(trio):
+    """Under step_ahead the draft's KVMU log has the prompt's INIT first, steps for the PRM and steps drafted ahead,
+    accepts, and rejects: a rollback (to valid) when the target's step shares nothing with the rejected one, else a
+    re-initialisation keeping the shared tokens; the pointers stay ordered."""
     cfg, _, checkpoints = trio
     problems = load_problems(cfg.dataset, 6)
     with Session(cfg, checkpoints, processes=False) as s:
         logs = [r["kvmu"] for r in _solve_all(s, cfg, "step_ahead", problems, cfg.algorithm)]
-    modes = {row["mode"] for log in logs for row in log}
-    assert {INIT, SPECULATION, ACCEPT, ROLLBACK} <= modes
+    seen = {(row["mode"], row["reason"]) for log in logs for row in log}
+    assert {(INIT, "prompt"), (SPECULATION, "draft"), (SPECULATION, "step_ahead"), (ACCEPT, "prm")} <= seen
+    assert {(ROLLBACK, "reject"), (INIT, "reject")} & seen
     for log in logs:
         assert log[0]["mode"] == INIT and log[0]["reason"] == "prompt"
         for row in log:
             assert row["valid"] <= row["current"] <= row["step_ahead"]
+            assert row["mode"] not in (INIT, ROLLBACK) or row["valid"] == row["current"] == row["step_ahead"]
 
 
 @pytest.mark.parametrize("executor", ["sequential", "step_ahead"])

@@ -247,9 +247,10 @@ def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
 
 
 def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_bias(tmp_path):
-    """repeat_spread worked by hand; replay_validation_summary's mean_bias_pct (signed) and noise_floor_pct."""
+    """repeat_spread worked by hand; replay_validation_summary's mean_bias_pct (signed), noise_floor_pct,
+    schedule_only_mae_pct and the aggregate errors beside them; replay_schedule_only per executor."""
     import duckdb
-    from heterospec.replay.validate import VALIDATION_SCHEMA
+    from heterospec.replay.validate import AGGREGATE_SCHEMA, VALIDATION_SCHEMA, aggregates
     from heterospec.replay.noise import repeat_spread
     from heterospec.store import write_parquet
     from heterospec.store.catalog import build
@@ -259,20 +260,27 @@ def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_b
     # a: |10 - 12| / 11; b: the mean of its three pairs 2 / 10, 1 / 9.5, 1 / 10.5; c ran once: no spread
     assert spread == pytest.approx({("d", "a"): 2 / 11, ("d", "b"): (2 / 10 + 1 / 9.5 + 1 / 10.5) / 3})
     base = dict(run="r", trace_set="brsd", dataset="d", executor="sequential", system="cpu3")
-    write_parquet([dict(base, problem="a", measured_ms=10.0, predicted_ms=11.0, rel_error=0.1, repeat_spread=0.2,
-                        draft_pace=0.8),
-                   dict(base, problem="b", measured_ms=10.0, predicted_ms=7.0, rel_error=-0.3, repeat_spread=0.1,
-                        draft_pace=0.8),
-                   dict(base, executor="step_ahead", problem="a", measured_ms=8.0, predicted_ms=8.4, rel_error=0.05,
-                        repeat_spread=None, draft_pace=None)],
-                  tmp_path / "results" / "r" / "replay" / "validation.parquet", VALIDATION_SCHEMA)
+    val = [dict(base, problem="a", measured_ms=10.0, predicted_ms=11.0, rel_error=0.1, repeat_spread=0.2,
+                draft_pace=0.8, schedule_only_ms=10.5),
+           dict(base, problem="b", measured_ms=10.0, predicted_ms=7.0, rel_error=-0.3, repeat_spread=0.1,
+                draft_pace=0.8, schedule_only_ms=9.5),
+           dict(base, executor="step_ahead", problem="a", measured_ms=8.0, predicted_ms=8.4, rel_error=0.05,
+                repeat_spread=None, draft_pace=None, schedule_only_ms=None)]
+    write_parquet(val, tmp_path / "results" / "r" / "replay" / "validation.parquet", VALIDATION_SCHEMA)
+    agg = aggregates(val)
+    write_parquet(agg, tmp_path / "results" / "r" / "replay" / "validation_aggregate.parquet", AGGREGATE_SCHEMA)
     build(tmp_path / "cat.duckdb", tmp_path)
     con = duckdb.connect(str(tmp_path / "cat.duckdb"), read_only=True)
     con.execute(f"SET file_search_path = '{tmp_path}'")
-    got = con.execute("SELECT executor, mae_pct, mean_bias_pct, noise_floor_pct, draft_pace "
+    got = con.execute("SELECT executor, mae_pct, mean_bias_pct, noise_floor_pct, draft_pace, schedule_only_mae_pct, "
+                      "mean_error_pct, p50_error_pct, p90_error_pct "
                       "FROM replay_validation_summary ORDER BY executor").fetchall()
-    # MAE (10 + 30) / 2 = 20 %, bias (10 - 30) / 2 = -10 %, noise (20 + 10) / 2 = 15 %; no repeats: NULL
-    assert got == [("sequential", 20.0, -10.0, 15.0, 0.8), ("step_ahead", 5.0, 5.0, None, None)]
+    # MAE (10 + 30) / 2 = 20 %, bias (10 - 30) / 2 = -10 %, noise (20 + 10) / 2 = 15 %, schedule-only 5 %;
+    # means 9 / 10, P50 the same, P90 (7 + 0.9 x 4) / (10) = 10.6 / 10; no repeats: NULL
+    assert got == [("sequential", 20.0, -10.0, 15.0, 0.8, 5.0, -10.0, -10.0, 6.0),
+                   ("step_ahead", 5.0, 5.0, None, None, None, 5.0, 5.0, 5.0)]
+    alone = con.execute("SELECT trace_set, executor, problems, mae_pct, mean_bias_pct FROM replay_schedule_only").fetchall()
+    assert alone == [("brsd", "sequential", 2, 5.0, 0.0)]
 
 
 def _round(problem, start, kept, drafted=4, nodes=4, kv=40, draft_ms=1.0, verify_ms=1.0, accepted=None):
@@ -328,19 +336,19 @@ def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_f
 
 
 def test_a_validation_file_of_the_older_schema_is_one_line_naming_it(tmp_path):
-    """A results tree validated before replay_validation/v2 (no repeat_spread): the catalogue says which files to
-    rebuild instead of failing in DuckDB's binder."""
+    """A results tree validated before replay_validation/v3 (no repeat_spread, no schedule_only_ms): the catalogue
+    says which files to rebuild instead of failing in DuckDB's binder."""
     import pyarrow.parquet as pq
     from heterospec.replay.validate import VALIDATION_SCHEMA
     from heterospec.store.catalog import build
-    v1 = pa.schema([f for f in VALIDATION_SCHEMA if f.name != "repeat_spread"],
+    v1 = pa.schema([f for f in VALIDATION_SCHEMA if f.name not in ("repeat_spread", "schedule_only_ms")],
                    metadata={b"heterospec.schema": b"replay_validation/v1"})
     path = tmp_path / "results" / "r" / "replay" / "validation.parquet"
     path.parent.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist([dict(run="r", trace_set="brsd", dataset="d", problem="a", executor="s",
                                               system="cpu3", measured_ms=1.0, predicted_ms=1.1, rel_error=0.1)],
                                         schema=v1), path)
-    with pytest.raises(UserError, match=r"view replay_validation_summary: .*repeat_spread.*results/\*/replay/"
+    with pytest.raises(UserError, match=r"view replay_schedule_only: .*schedule_only_ms.*results/\*/replay/"
                                         r"validation.parquet\) include one of an older schema"):
         build(tmp_path / "cat.duckdb", tmp_path)
     assert not (tmp_path / "cat.duckdb").exists()
@@ -375,3 +383,77 @@ def test_draft_pace_is_each_jobs_draft_time_per_token_over_the_sequential_jobs()
                        ("brsd", "step_ahead"): job(3.0)})
     assert pace == pytest.approx({("rsd", "sequential"): 1 / 1.5, ("brsd", "sequential"): 2 / 1.5,
                                   ("brsd", "step_ahead"): 3 / 1.5})
+
+
+def test_quantile_and_aggregate_errors_worked_by_hand():
+    """P50 / P90 as numpy interpolates them; the error of an aggregate is that of the predicted distribution's
+    statistic against the measured one's (not a mean of per-problem errors); the bootstrap resamples pairs."""
+    import random
+    from heterospec.replay.noise import aggregate_error, aggregate_interval, quantile
+    rng = random.Random(3)
+    v = [rng.lognormvariate(0, 1) for _ in range(37)]
+    for q in (0.0, 0.5, 0.9, 1.0):
+        assert quantile(v, q) == pytest.approx(float(np.percentile(v, 100 * q)))
+    measured, predicted = [10.0, 20.0, 30.0, 40.0], [20.0, 20.0, 30.0, 30.0]
+    # mean 25 vs 25: 0, although every problem but two is off (per-problem errors +100 %, 0, 0, -25 %)
+    assert aggregate_error(measured, predicted, "mean") == pytest.approx(0.0)
+    assert aggregate_error(measured, predicted, "p50") == pytest.approx(25 / 25 - 1)          # 25 vs 25
+    assert aggregate_error(measured, predicted, "p90") == pytest.approx(30 / 37 - 1)          # 30 vs 37
+    scaled = [1.1 * m for m in measured]                       # a systematic +10 %: every resample says so
+    for stat in ("mean", "p50", "p90"):
+        assert aggregate_error(measured, scaled, stat) == pytest.approx(0.1)
+        assert aggregate_interval(measured, scaled, stat) == pytest.approx((0.1, 0.1))
+    lo, hi = aggregate_interval(measured, predicted, "mean")
+    assert lo < 0 < hi and hi - lo > 0.1
+
+
+def _call(i, step, role, phase, tin, tout, kv, ms, out="accept"):
+    return dict(dataset="d", problem="p", step_idx=step, call_idx=i, role=role, phase=phase, tokens_in=tin,
+                tokens_out=tout, kv_len=kv, outcome=out, wall_ms=ms)
+
+
+def _zero_fit(prm_dispatch=0.0, problem=0.0) -> MeasuredProfile:
+    zero = {k: [0.0, 0.0, 0.0] for k in (("draft", "decode"), ("prm", "score"), ("target", "decode"))}
+    return MeasuredProfile({**zero, ("prm", "dispatch"): [prm_dispatch], ("controller", "problem"): [problem]})
+
+
+def test_schedule_only_replays_a_sequential_run_at_its_own_call_times():
+    """Every call of an accept, a BRSD backtrack (failed rescue, rewrite at the anchor) and an unscored RSD rescue
+    priced at its own time: the sequential replay is their sum (1 + ... + 12 ms) plus the model's controller time
+    (0.5 ms before each of 5 PRM calls, 2 ms per problem); none priced by the fallback."""
+    from heterospec.replay.problem import problems_from_steps
+    from heterospec.replay.trace_times import TraceTimes
+    rows = [_call(0, -1, "draft", "prefill", 20, 0, 0, 1.0),
+            _call(1, 0, "draft", "decode", 0, 12, 20, 2.0), _call(2, 0, "prm", "score", 32, 0, 0, 3.0),
+            _call(3, 1, "draft", "decode", 0, 9, 32, 4.0, "backtrack"), _call(4, 1, "prm", "score", 9, 0, 32, 5.0),
+            _call(5, 1, "target", "decode", 0, 11, 32, 6.0, "backtrack"),          # the rescue the PRM rejects
+            _call(6, 1, "prm", "score", 11, 0, 32, 7.0, "backtrack"),
+            _call(7, 1, "target", "decode", 0, 14, 20, 8.0, "backtrack"),          # rewrite at the anchor
+            _call(8, 1, "prm", "score", 14, 0, 20, 9.0, "backtrack"),
+            _call(9, 2, "draft", "decode", 0, 8, 34, 10.0, "rescue"), _call(10, 2, "prm", "score", 8, 0, 34, 11.0),
+            _call(11, 2, "target", "decode", 0, 10, 34, 12.0, "rescue")]          # RSD-style: not scored
+    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    tt = TraceTimes(prob, rows, _zero_fit(prm_dispatch=0.5, problem=2.0))
+    m, _ = simulate_problem(prob, "sequential", Ctx(tt, replace(cpu3({}), link_bandwidth_gbs=float("inf"),
+                                                                link_latency_us=0.0)))
+    assert m["latency_ms"] == pytest.approx(78.0 + 5 * 0.5 + 2.0)
+    assert tt.complete and not tt.unmatched
+
+
+def test_schedule_only_step_ahead_overlaps_the_next_draft_with_the_verdict():
+    """Two accepted steps under step_ahead: the second is drafted while the PRM scores the first, so the problem
+    takes 1 (prompt) + 4 + max(3, 0.5 + 6) + 2 ms; the target's prefetches of accepted steps, which the sequential
+    run never did, are the only calls the fallback prices, and they change nothing (cancelled by the verdicts)."""
+    from heterospec.replay.problem import problems_from_steps
+    from heterospec.replay.trace_times import TraceTimes
+    rows = [_call(0, -1, "draft", "prefill", 10, 0, 0, 1.0),
+            _call(1, 0, "draft", "decode", 0, 5, 10, 4.0), _call(2, 0, "prm", "score", 15, 0, 0, 3.0),
+            _call(3, 1, "draft", "prefill", 1, 0, 14, 0.5), _call(4, 1, "draft", "decode", 0, 5, 15, 6.0),
+            _call(5, 1, "prm", "score", 20, 0, 0, 2.0)]
+    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    for yields in ({}, {"target": "prm"}):
+        tt = TraceTimes(prob, rows, _zero_fit())
+        system = replace(cpu3(yields), link_bandwidth_gbs=float("inf"), link_latency_us=0.0)
+        assert simulate_problem(prob, "sequential", Ctx(tt, system))[0]["latency_ms"] == pytest.approx(16.5)
+        assert simulate_problem(prob, "step_ahead", Ctx(tt, system))[0]["latency_ms"] == pytest.approx(13.5)
+        assert tt.unmatched and {k[0] for k in tt.unmatched} <= {"prefill", "decode"}

@@ -9,6 +9,7 @@ from heterospec.replay.grid import simulate
 from heterospec.config import compose_config
 from heterospec.reasoning.collect_schemas import TABLES
 from heterospec.replay.measured import read_fit
+from heterospec.replay.trace_times import TraceTimes
 from heterospec.store import read_parquet
 
 # a threshold no ci step reaches: every step is rewritten by the target, so BRSD's target writes speculate often
@@ -28,17 +29,21 @@ def test_validate_prices_speculative_writes_as_rounds_and_fits_plain_calls_witho
         return read_parquet(paths.collect_table("synthetic", alg, "sequential", t), TABLES[t]).to_pylist()
     rounds = table("brsd_sd", "rounds")
     assert rounds and not table("rsd", "rounds")
-    replayed = []
+    replayed, alone = [], []
 
-    def spy(probs, systems, schedules, *args, speculation=None, **kw):
-        replayed.append(({p.trace_set for p in probs}, [s.name for s in schedules], speculation))
-        return simulate(probs, systems, schedules, *args, speculation=speculation, **kw)
+    def spy(probs, systems, schedules, profile, *args, speculation=None, **kw):
+        if isinstance(profile, TraceTimes):   # the schedule-only check, one problem at a time
+            alone.extend(p.trace_set for p in probs)
+        else:
+            replayed.append(({p.trace_set for p in probs}, [s.name for s in schedules], speculation))
+        return simulate(probs, systems, schedules, profile, *args, speculation=speculation, **kw)
     monkeypatch.setattr(grid, "simulate", spy)
     rows = validate(compose_config(BASE), paths, BASE).to_pylist()
     # brsd_sd's problems replayed with the token_speculation schedule at its own rounds' tau; RSD's plainly
     assert [(ts, names, spec is not None) for ts, names, spec in replayed] == \
         [({"brsd_sd"}, ["sequential_sd"], True), ({"rsd"}, ["sequential"], False)]
     assert replayed[0][2].strategy == "chain" and 1 <= replayed[0][2].tau <= replayed[0][2].draft_len + 1
+    assert alone == ["rsd"] * 3          # rounds are priced by the fit: no schedule-only check for brsd_sd
     assert "brsd_sd: token-level rounds (chain)" in capsys.readouterr().out
     fit = {(r["role"], r["phase"]): r for r in read_fit(paths.replay_fit).to_pylist()}
     # the plain target decode is fitted on RSD's calls only; the rounds on brsd_sd's rounds

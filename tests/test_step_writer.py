@@ -1,5 +1,6 @@
 """The draft/target StepWriter's own records against what its model really did: the tokens each call reports fed
-equal what went through the model, and the KVMU logs a rollback whenever tokens the cache held are dropped."""
+equal what went through the model, and the KVMU logs a re-initialisation when the tokens it drops leave a shared
+prefix."""
 from __future__ import annotations
 
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
@@ -30,9 +31,10 @@ def test_calls_report_every_token_fed_for_cut_and_complete_steps(tiny):
     assert reported == real >= 1 + 2                            # s2's last token comes in now
 
 
-def test_a_step_drafted_ahead_then_rejected_with_a_shared_prefix_logs_its_rollback(tiny):
+def test_a_step_drafted_ahead_then_rejected_with_a_shared_prefix_logs_its_reinitialisation(tiny):
     """s1 verified while s2 is drafted ahead; s1 accepted, s2 (ending reasoning, so nothing drafted after it)
-    rejected; the target's rewrite shares s2's first token. The cache drops s2's other tokens: a rollback."""
+    rejected; the target's rewrite shares s2's first token. The cache drops s2's other tokens: one INIT that keeps
+    the shared token and writes the rewrite's second (a re-initialisation: the KVMU's ROLLBACK lands on valid only)."""
     model, tok = tiny
     w = StepWriter.plain(model, tok, delimiter="<never>", kvmu=True)
     w.reset(0)
@@ -43,8 +45,8 @@ def test_a_step_drafted_ahead_then_rejected_with_a_shared_prefix_logs_its_rollba
     t2 = [s2[0], (s2[1] + 1) % len(tok)]
     w.write(prompt + s1 + t2, P + 6, 4)
     rows = [(m, v, c, s, why) for _, m, v, c, s, why in w.kvmu.log]
-    assert rows[3] == (SPECULATION, P, P + 4, P + 8, "step_ahead")
-    assert rows[4:] == [
-        (ROLLBACK, P, P + 5, P + 5, "reject"),                   # s2's last 3 tokens go, the shared one stays
-        (INIT, P, P + 6, P + 6, "shadow_sync"), (ACCEPT, P + 6, P + 6, P + 6, "shadow_sync"),
+    assert rows[2] == (SPECULATION, P, P + 4, P + 7, "step_ahead")   # s2's last token held back
+    assert rows[3:] == [
+        (INIT, P + 6, P + 6, P + 6, "reject"),                   # s2's last 3 tokens go, the shared one stays
         (SPECULATION, P + 6, P + 10, P + 10, "draft")]
+    assert ROLLBACK not in {r[0] for r in rows} and ACCEPT not in {r[0] for r in rows}

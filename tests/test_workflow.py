@@ -160,7 +160,7 @@ def test_ci_experiment_end_to_end(tmp_path):
     out = sweep.stdout + sweep.stderr
     assert sweep.returncode == 0, out[-4000:]
     logs = "".join(p.read_text() for p in tmp_path.glob("results/ci*.sweep+*/logs/sweep_*.log"))
-    assert "rule collect_shard" in logs and "train_model" not in logs + out
+    assert "rule collect_timed" in logs and "train_model" not in logs + out
     assert len(list((tmp_path / "results" / "_models").glob("*/*/manifest.json"))) == 3
     (sweep_dir,) = tmp_path.glob("results/ci*.sweep+*")
     rows = heterospec("query", f"SELECT value, algorithm, executor, problems FROM sweep WHERE run = '{sweep_dir.name}'",
@@ -192,9 +192,10 @@ def test_slurm_profile_plans(dry_run):
     r = plan(dry_run, "ci")
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     asks = planned_gpus(r.stdout + r.stderr)
-    assert "collect_shard" in asks and "train_model" in asks
+    assert {"collect_timed", "collect_shard", "train_model"} <= set(asks)
     assert {rule: n for rule, n in asks.items() if n != {0}} == {}
     r = dry_run(*GPU3[0], **GPU3[1])
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
     asks = planned_gpus(r.stdout + r.stderr)
-    assert asks["collect_shard"] == {3} and asks["evaluate"] == {1, 3} and asks["train_model"] == {0}
+    assert asks["collect_timed"] == asks["collect_shard"] == {3} and asks["evaluate"] == {1, 3} and \
+        asks["train_model"] == {0}

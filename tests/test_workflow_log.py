@@ -35,18 +35,19 @@ def test_the_default_plan_prints_no_line_over_500_characters(dry_run):
 
 
 def test_the_default_plan_starts_the_timed_collects_first_then_the_slowest_variant(dry_run):
-    """Priorities, from the plan's job blocks: the timed collects (the replay validates them alone) before every
-    variant, and among the variants the torch int8 draft (~3 ms a token) before the kernel's, so a short job ends
-    the run."""
+    """Priorities, from the plan's job blocks: the timed collects (one job, interleaved; the replay validates them
+    alone) before every variant, and among the variants the torch int8 draft (~3 ms a token) before the kernel's, so
+    a short job ends the run."""
     r = plan(dry_run, "default")
     assert r.returncode == 0, r.stderr[-2000:]
     rule, algorithm, priority = None, None, {}
     for line in (r.stdout + r.stderr).splitlines():
         if line.startswith("rule "):
             rule = line.split()[1].rstrip(":")
+            algorithm = "timed" if rule == "collect_timed" else None
         elif rule == "collect_shard" and "wildcards:" in line:
             algorithm = line.split("algorithm=")[1].split(",")[0]
-        elif rule == "collect_shard" and line.strip().startswith("priority:"):
+        elif rule in ("collect_shard", "collect_timed") and line.strip().startswith("priority:"):
             priority.setdefault(algorithm, set()).add(int(line.split(":")[1]))
-    assert set(priority) == {"rsd", "brsd", "brsd_u280", "brsd_w8a8"}, priority
-    assert min(priority["rsd"] | priority["brsd"]) > max(priority["brsd_w8a8"]) > max(priority["brsd_u280"])
+    assert set(priority) == {"timed", "brsd_u280", "brsd_w8a8"}, priority
+    assert min(priority["timed"]) > max(priority["brsd_w8a8"]) > max(priority["brsd_u280"])

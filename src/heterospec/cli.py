@@ -154,9 +154,9 @@ README_TABLES = (
      "mean_latency_s"),
     ("Step-ahead over sequential, same problems (README status)", "step_ahead_speedup",
      "dataset, algorithm, problems, speedup, identical_outputs_pct"),
-    ("Replay validation (README status; docs/replay.md)", "replay_validation_summary",
+    ("Replay validation (README status; docs/validation.md)", "replay_validation_summary",
      "trace_set, executor, system, problems, measured_ms, predicted_ms, mae_pct, mean_bias_pct, noise_floor_pct, "
-     "draft_pace"),
+     "draft_pace, schedule_only_mae_pct, mean_error_pct, p50_error_pct, p90_error_pct"),
     ("DFVG: tau per strategy (README DFVG table; docs/dfvg.md)", "dfvg_summary",
      "strategy, prompts, rounds, tau, acceptance_rate, draft_efficiency, mean_nodes, mean_depth, draft_passes"),
     ("DFVG: CPU wall clock, one timing per method (the README's table is the bench's fastest of 3)", "dfvg_speed",

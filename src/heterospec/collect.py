@@ -2,6 +2,7 @@
 
     python -m heterospec.collect run --dataset synthetic --algorithm brsd --executor step_ahead \\
         --shard 0of1 experiment=ci
+    python -m heterospec.collect timed --dataset synthetic --shard 0of1 experiment=ci
     python -m heterospec.collect merge --dataset synthetic --algorithm brsd --executor step_ahead experiment=ci
     heterospec collect report                      the Table III / KV-reuse / speedup summary
 
@@ -9,6 +10,10 @@ A shard writes each finished problem to a journal (atomically) and skips journal
 when restarted, so a killed run loses at most the problem in flight. ``merge`` joins the shards.
 With ``collect.repeats`` k > 1 each problem runs k times, in k rounds over the shard's problems; the tables keep
 the first round's trace and the ``repeats`` table every round's timings (:mod:`heterospec.reasoning.repeats`).
+
+``timed`` runs the collects whose timings the replay fits and validates (every algorithm config under every
+executor, ``collect.repeats`` times) in one job over one session, interleaved problem by problem
+(:func:`run_timed`): the same journals and tables as one ``run`` per collect, measured in the same minutes.
 """
 from __future__ import annotations
 
@@ -16,14 +21,16 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.config.schema import COLLECT_GRID
-from heterospec.config.collect_variants import draft_implementation, own_draft, variant_config
+from heterospec.config.collect_variants import draft_implementation, own_draft, timed_collects, variant_config
 from heterospec.config.drafts import is_board
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
@@ -33,6 +40,8 @@ from heterospec.reasoning.collect_schemas import TABLES
 from heterospec.store import read_parquet, write_parquet
 
 log = logging.getLogger("heterospec.collect")
+
+SESSION_KEYS = ("target_decoding", "temperature")   # the algorithm keys a Session's workers are built with
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -92,11 +101,34 @@ def _open_journal(journal: Path, spec: str) -> None:
     stamp.write_text(spec)
 
 
-def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
-              shard: str, processes: bool | None = None) -> dict[str, Path]:
-    """Collect one shard; returns the paths of its tables."""
-    from heterospec.models.role_manifest import read_manifest
-    from heterospec.reasoning.session import Session
+@dataclass
+class Collect:
+    """One collect of a shard: (dataset, algorithm, executor) over the shard's problems, ``repeats`` runs of each,
+    every run journaled as it finishes (``journal_name(index, repeat)`` in ``journal``)."""
+    cfg: Any               # the run's config as this collect sees it (collect_variants.variant_config)
+    dataset: str
+    algorithm: str
+    executor: str
+    shard: str             # <i>of<n>
+    problems: list         # the shard's problems, in order
+    repeats: int
+    journal: Path
+    out: dict[str, Path]   # table -> its shard Parquet
+
+    @property
+    def alg(self):
+        return self.cfg.algorithm
+
+    def done(self, index: int, repeat: int) -> bool:
+        return (self.journal / journal_name(index, repeat)).exists()
+
+    def record(self, index: int, repeat: int, rows: dict) -> None:
+        _journal_write(self.journal / journal_name(index, repeat), rows)
+
+
+def plan_collect(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
+                 shard: str) -> Collect:
+    """The collect of one shard, its journal opened (kept only if written under the same settings and models)."""
     from heterospec.speculative.stepwise import check_strategy
     from heterospec.tasks import load_problems
 
@@ -112,61 +144,136 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
               file=sys.stderr)
         repeats = 1
     cfg = variant_config(cfg, overrides, algorithm)   # a variant sets algorithm keys and the draft (collect.variants)
-    alg = cfg.algorithm
-    check_strategy(str(alg.target_decoding), "algorithm.target_decoding", plain=True)   # before anything is read
+    check_strategy(str(cfg.algorithm.target_decoding), "algorithm.target_decoding", plain=True)  # before reading
     problems = load_problems(dataset_config(cfg, dataset, overrides), cfg.collect.limit)
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
     out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}
     journal = out["problems"].parent / "journal"
-    _open_journal(journal, _journal_spec(cfg, alg, paths, dataset, executor, shard))
-    # repeats run in rounds over the problems, so a problem's repeats meet the machine at different times
-    todo = [(j, k, p) for j in range(repeats) for k, p in enumerate(mine)
-            if not (journal / journal_name(k, j)).exists()]
-    if len(todo) < len(mine) * repeats:
-        print(f"[collect] resuming: {len(mine) * repeats - len(todo)} of {len(mine) * repeats} problem runs already "
-              f"done", file=sys.stderr)
-    if todo:
-        checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
-        decodings = {}
-        impl = draft_implementation(cfg)
-        if impl == "w8a8":  # the quantize stage's W8A8 export stands in for the draft
-            if not paths.quantized_draft.exists():
-                raise UserError(f"collect.draft=w8a8 but {paths.quantized_draft} does not exist; "
-                                f"run the quantize stage first (python -m heterospec.quantize)")
-            checkpoints["draft"] = str(paths.quantized_draft.parent.resolve())
-        elif is_board(impl):     # the board's generated HLS kernel drafts, from the W8A8 export
-            from heterospec.hls.kernel_draft import kernel_recipe
-            checkpoints["draft"], decodings["draft"] = kernel_recipe(cfg, paths, impl)
-        use_processes = cfg.collect.processes if processes is None else processes
-        # the target speculates with the float draft, whatever the run's draft is (a W8A8 export is the FPGA's)
-        with Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role, alg=alg,
-                     speculative_draft=read_manifest(paths.model_manifest("draft"))["path"],
-                     decodings=decodings) as session:
-            ex = session.executor(executor, alg)
-            correct = 0
-            bar = progress(todo, desc=f"collect {dataset}/{algorithm}/{executor} {shard}", unit="problem")
-            for done, (j, k, prob) in enumerate(bar, 1):   # bar.n lags between refreshes
-                rows = session.run(prob, alg, executor, ex)
-                _journal_write(journal / journal_name(k, j), rows)
-                correct += rows["problems"][0]["correct"]
-                bar.set_postfix(acc=f"{100 * correct / done:.0f}%", refresh=False)
-    run_fields = dict(run=cfg.name, models=cfg.models.name, dataset=dataset, algorithm=algorithm, executor=executor)
+    _open_journal(journal, _journal_spec(cfg, cfg.algorithm, paths, dataset, executor, shard))
+    return Collect(cfg, dataset, algorithm, executor, shard, mine, repeats, journal, out)
+
+
+def open_session(cfg, paths: RunPaths, alg, processes: bool | None = None):
+    """The three workers for collects of the run's draft implementation (``cfg.collect.draft``) with ``alg``'s way
+    of writing the target."""
+    from heterospec.models.role_manifest import read_manifest
+    from heterospec.reasoning.session import Session
+
+    checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
+    decodings = {}
+    impl = draft_implementation(cfg)
+    if impl == "w8a8":  # the quantize stage's W8A8 export stands in for the draft
+        if not paths.quantized_draft.exists():
+            raise UserError(f"collect.draft=w8a8 but {paths.quantized_draft} does not exist; "
+                            f"run the quantize stage first (python -m heterospec.quantize)")
+        checkpoints["draft"] = str(paths.quantized_draft.parent.resolve())
+    elif is_board(impl):     # the board's generated HLS kernel drafts, from the W8A8 export
+        from heterospec.hls.kernel_draft import kernel_recipe
+        checkpoints["draft"], decodings["draft"] = kernel_recipe(cfg, paths, impl)
+    use_processes = cfg.collect.processes if processes is None else processes
+    # the target speculates with the float draft, whatever the run's draft is (a W8A8 export is the FPGA's)
+    return Session(cfg, checkpoints, processes=use_processes, threads=cfg.collect.threads_per_role, alg=alg,
+                   speculative_draft=read_manifest(paths.model_manifest("draft"))["path"], decodings=decodings)
+
+
+def run_problems(session, todo: list[tuple[Collect, int, int]], desc: str) -> None:
+    """Run each (collect, problem index, repeat) in order on ``session``, journaling each run as it finishes."""
+    executors: dict[int, object] = {}
+    correct = 0
+    bar = progress(todo, desc=desc, unit="problem")
+    for done, (c, k, j) in enumerate(bar, 1):   # bar.n lags between refreshes
+        if id(c) not in executors:
+            executors[id(c)] = session.executor(c.executor, c.alg)
+        rows = session.run(c.problems[k], c.alg, c.executor, executors[id(c)])
+        c.record(k, j, rows)
+        correct += rows["problems"][0]["correct"]
+        bar.set_postfix(acc=f"{100 * correct / done:.0f}%", refresh=False)
+
+
+def write_tables(c: Collect) -> dict[str, Path]:
+    """The shard's tables from its journal: the first repeat's rows, every repeat's timings (``repeats``)."""
+    run_fields = dict(run=c.cfg.name, models=c.cfg.models.name, dataset=c.dataset, algorithm=c.algorithm,
+                      executor=c.executor)
     tables: dict[str, list[dict]] = {t: [] for t in TABLES}
-    for k in range(len(mine)):
-        rows = json.loads((journal / journal_name(k, 0)).read_text())
+    for k in range(len(c.problems)):
+        rows = json.loads((c.journal / journal_name(k, 0)).read_text())
         for t in TABLES:
             tables[t].extend({**run_fields, **r} for r in rows.get(t, ()))
-        for j in range(1, repeats):
-            again = json.loads((journal / journal_name(k, j)).read_text())
+        for j in range(1, c.repeats):
+            again = json.loads((c.journal / journal_name(k, j)).read_text())
             check_same_steps(rows, again, j)
             tables["repeats"].extend({**run_fields, **r} for r in repeat_rows(again, j))
-        if repeats > 1:
+        if c.repeats > 1:
             tables["repeats"].extend({**run_fields, **r} for r in repeat_rows(rows, 0))
     for t, schema in TABLES.items():
-        write_parquet(tables[t], out[t], schema)
+        write_parquet(tables[t], c.out[t], schema)
     acc = 100 * sum(r["correct"] for r in tables["problems"]) / max(1, len(tables["problems"]))
-    log.info("%s/%s/%s shard %s: %d problems, %.1f%% correct", dataset, algorithm, executor, shard, len(mine), acc)
-    return out
+    log.info("%s/%s/%s shard %s: %d problems, %.1f%% correct", c.dataset, c.algorithm, c.executor, c.shard,
+             len(c.problems), acc)
+    return c.out
+
+
+def _resuming(todo: list, total: int) -> None:
+    if len(todo) < total:
+        print(f"[collect] resuming: {total - len(todo)} of {total} problem runs already done", file=sys.stderr)
+
+
+def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
+              shard: str, processes: bool | None = None) -> dict[str, Path]:
+    """Collect one shard; returns the paths of its tables."""
+    c = plan_collect(cfg, paths, overrides, dataset, algorithm, executor, shard)
+    # repeats run in rounds over the problems, so a problem's repeats meet the machine at different times
+    todo = [(c, k, j) for j in range(c.repeats) for k in range(len(c.problems)) if not c.done(k, j)]
+    _resuming(todo, len(c.problems) * c.repeats)
+    if todo:
+        with open_session(c.cfg, paths, c.alg, processes) as session:
+            run_problems(session, todo, f"collect {dataset}/{algorithm}/{executor} {shard}")
+    return write_tables(c)
+
+
+def interleaved_order(collects: list[Collect], seed: int) -> list[tuple[Collect, int, int]]:
+    """Every (collect, problem index, repeat), problem by problem; within a problem, every collect's repeats in an
+    order shuffled by ``seed`` and the problem's id (so it is the same on a rerun and in any shard)."""
+    import random
+
+    order = []
+    for k, prob in enumerate(collects[0].problems):
+        runs = [(c, k, j) for c in collects for j in range(c.repeats)]
+        random.Random(f"{seed}/{prob.id}").shuffle(runs)
+        order += runs
+    return order
+
+
+def run_timed(cfg, paths: RunPaths, overrides: list[str], dataset: str, shard: str,
+              processes: bool | None = None) -> dict[tuple[str, str], dict[str, Path]]:
+    """The timed collects (:func:`~heterospec.config.collect_variants.timed_collects`) of one shard in one job over
+    one session: problem by problem, every (algorithm, executor, repeat) of a problem in a seeded shuffled order, so
+    that the machine's load in any minute falls on all of them alike. Each collect's journal and tables are those
+    :func:`run_shard` writes; returns {(algorithm, executor): its tables}."""
+    names = timed_collects(cfg)
+    if not names:
+        raise UserError("collect.algorithms names no algorithm config: there are no timed collects to run")
+    collects = [plan_collect(cfg, paths, overrides, dataset, a, e, shard) for a, e in names]
+    check_one_session(collects)
+    todo = [(c, k, j) for c, k, j in interleaved_order(collects, int(cfg.seed)) if not c.done(k, j)]
+    _resuming(todo, sum(len(c.problems) * c.repeats for c in collects))
+    if todo:
+        with open_session(collects[0].cfg, paths, collects[0].alg, processes) as session:
+            run_problems(session, todo, f"collect {dataset} timed ({len(collects)} collects) {shard}")
+    return {(c.algorithm, c.executor): write_tables(c) for c in collects}
+
+
+def check_one_session(collects: list[Collect]) -> None:
+    """The collects share one session: the same problems, the same way of writing the target, the same sampling."""
+    first = collects[0]
+    for c in collects[1:]:
+        if [p.id for p in c.problems] != [p.id for p in first.problems]:
+            raise UserError(f"collect: the timed collects {first.algorithm} and {c.algorithm} read different problems")
+        for key in SESSION_KEYS:
+            if c.alg[key] != first.alg[key]:
+                raise UserError(f"algorithm.{key}: {c.alg[key]!r} in {c.algorithm}, {first.alg[key]!r} in "
+                                f"{first.algorithm}; the timed collects share one session (one value for all, or "
+                                f"make one a collect variant)")
 
 
 def merge(paths: RunPaths, dataset: str, algorithm: str, executor: str, shards: int) -> None:
@@ -180,19 +287,23 @@ def merge(paths: RunPaths, dataset: str, algorithm: str, executor: str, shards: 
 
 def main(argv: list[str]) -> None:
     p = stage.parser("python -m heterospec.collect", "Run RSD / BRSD with traces; merge shards.")
-    p.add_argument("command", choices=["run", "merge"])
+    p.add_argument("command", choices=["run", "timed", "merge"])
     p.add_argument("--dataset", required=True)
-    p.add_argument("--algorithm", required=True, help="an algorithm config (rsd | brsd) or a collect.variants name")
-    p.add_argument("--executor", required=True, choices=["sequential", "step_ahead"])
-    p.add_argument("--shard", default="0of1", help="run: which problem range, <i>of<n>")
+    p.add_argument("--algorithm", help="run, merge: an algorithm config (rsd | brsd) or a collect.variants name")
+    p.add_argument("--executor", choices=["sequential", "step_ahead"], help="run, merge")
+    p.add_argument("--shard", default="0of1", help="run, timed: which problem range, <i>of<n>")
     p.add_argument("--shards", type=int, default=None, help="merge: how many shards (default collect.shards)")
     args = stage.parse(p, argv)
-    if args.command == "run":
+    if args.command != "timed" and not (args.algorithm and args.executor):
+        raise UserError(f"collect {args.command}: needs --algorithm and --executor")
+    if args.command in ("run", "timed"):
         from heterospec.reasoning.workers import start_forkserver
         start_forkserver()             # the workers' imports beside this process's config and model checks
     cfg, paths = stage.compose(args)
     if args.command == "run":
         run_shard(cfg, paths, args.overrides, args.dataset, args.algorithm, args.executor, args.shard)
+    elif args.command == "timed":
+        run_timed(cfg, paths, args.overrides, args.dataset, args.shard)
     else:
         merge(paths, args.dataset, args.algorithm, args.executor, args.shards or cfg.collect.shards)
 

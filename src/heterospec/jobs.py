@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from heterospec.config.collect_variants import own_draft, variant_settings
+from heterospec.config.collect_variants import own_draft, timed_collects, variant_settings
 from heterospec.errors import UserError
 from heterospec.paths import EVAL_ROLES
 from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
@@ -198,6 +198,15 @@ class JobSizes:
         cores = 2 if all(self.devices[r] == "cpu" for r in ROLES) else 3
         return Need(threads=cores * int(self.cfg.collect.threads_per_role), gpu=cuda_gpus(list(self.devices.values())),
                     mem_mb=self.serving_mb(ROLES, 4), runtime=self._minutes(seconds))
+
+    def _collect_timed(self, dataset: str, shard: str) -> Need:
+        """The timed collects of one shard in one session (heterospec.collect.run_timed): one collect's request, the
+        time of all of them, each ``collect.repeats`` times."""
+        names = timed_collects(self.cfg)
+        one = [self._collect_shard(dataset, a, e, shard) for a, e in names]
+        repeats = max(1, int(self.cfg.collect.repeats))
+        return Need(threads=one[0].threads, gpu=one[0].gpu, mem_mb=max(n.mem_mb for n in one),
+                    runtime=sum(n.runtime for n in one) * repeats)
 
     def _dfvg_collect(self, dfvg_method: str) -> Need:
         d = self.cfg.dfvg

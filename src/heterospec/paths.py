@@ -175,6 +175,11 @@ class RunPaths:
         return self.root / "load" / "capacity.parquet"
 
     @property
+    def replay_validation_aggregate(self) -> Path:
+        """The replay's error on the mean, P50 and P90 latency per trace set and executor."""
+        return self.root / "replay" / "validation_aggregate.parquet"
+
+    @property
     def batch_prices(self) -> Path:
         """The run's trio's batched call prices on the CPU (replay.price_sweep; BATCH_PRICES_SCHEMA)."""
         return self.root / "replay" / "batch_prices.parquet"

@@ -1,5 +1,35 @@
 # collect: RSD / BRSD run for real with every model call and every step of the controller traced, sharded by
-# problem range, then merged.
+# problem range, then merged. The timed collects (every algorithm config under every executor, whose timings the
+# replay fits and validates) run in one job per shard, interleaved problem by problem; each collect variant runs
+# in a job of its own, after them.
+
+if TIMED:
+
+    ruleorder: collect_timed > collect_shard
+
+    rule collect_timed:
+        input:
+            unpack(timed_inputs),
+        output:
+            timed_outputs(),
+        log:
+            PATHS.log("collect_{dataset}_timed_{shard}"),
+        benchmark:
+            PATHS.benchmark("collect_{dataset}_timed_{shard}")
+        priority: job_priority("collect_timed")
+        conda:
+            "../envs/heterospec.yaml"
+        threads: need("collect_timed", "threads")
+        resources:
+            gpu=need("collect_timed", "gpu"),
+            mem_mb=need("collect_timed", "mem_mb"),
+            runtime=need("collect_timed", "runtime"),
+        params:
+            spec=spec("collect_timed"),
+            hydra=HYDRA,
+        shell:
+            "python -m heterospec.collect timed --dataset {wildcards.dataset} --shard {wildcards.shard}"
+            " {params.hydra} 2>&1 | tee {log}"
 
 
 rule collect_shard:

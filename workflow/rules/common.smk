@@ -7,7 +7,7 @@ from pathlib import Path
 from heterospec.config import compose_config, run_dir
 from heterospec.config.digest import ResolvedRun, digest
 from heterospec.config.snakemake import run_overrides, validate_config
-from heterospec.config.collect_variants import check_collect, draft_implementation, is_variant
+from heterospec.config.collect_variants import check_collect, draft_implementation, is_variant, timed_collects
 from heterospec.config.drafts import is_board
 from heterospec.config.collect_variants import executors as collect_executors
 from heterospec.config.serving_checks import check_serving, serving_dataset
@@ -79,6 +79,8 @@ def job_priority(stage):
     report) fills the cores."""
     if stage == "train_model":
         return lambda wildcards: {"draft": 100, "prm": 90}.get(wildcards.role, 50)
+    if stage == "collect_timed":
+        return 60
     if stage in ("collect_shard", "collect_merge"):
         return lambda wildcards: variant_priority(wildcards.algorithm) if is_variant(CFG, wildcards.algorithm) else 60
     return 40
@@ -99,18 +101,37 @@ def prm_needs(wildcards):
 
 def collect_inputs(wildcards):
     """The trio's models; a W8A8 draft's export; a kernel draft's library (the run's draft or the variant's)."""
+    inputs = draft_inputs(wildcards.dataset, wildcards.algorithm)
+    if is_variant(CFG, wildcards.algorithm):  # after the timed collects the replay validates: they run alone
+        inputs["after"] = collections(plain=True)
+    return inputs
+
+
+def timed_inputs(wildcards):
+    """The timed collects' inputs: those of the run's own draft (heterospec.config.collect_variants.timed_collects)."""
+    return draft_inputs(wildcards.dataset, TIMED[0][0])
+
+
+def draft_inputs(dataset, algorithm):
     inputs = {"manifests": [str(PATHS.model_manifest(r)) for r in ROLES]}
-    draft = draft_implementation(CFG, wildcards.algorithm)
+    draft = draft_implementation(CFG, algorithm)
     if draft != "model":  # the int8 export, in torch or as a board's kernel
         inputs["quantized_draft"] = str(PATHS.quantized_draft)
     if is_board(draft):
         inputs["kernel_library"] = str(PATHS.hls_lib(draft))
-    if is_variant(CFG, wildcards.algorithm):  # after the timed collects the replay validates: they run alone
-        inputs["after"] = collections(plain=True)
-    ds = RESOLVED.dataset(wildcards.dataset)
+    ds = RESOLVED.dataset(dataset)
     if ds.kind != "synthetic":
         inputs["data"] = ds.path
     return inputs
+
+
+# the timed collects, (algorithm, executor): one job per dataset and shard runs them all, interleaved
+TIMED = timed_collects(CFG)
+
+
+def timed_outputs():
+    """The shard tables of every timed collect (wildcards dataset and shard left in)."""
+    return [str(PATHS.collect_shard("{dataset}", a, e, "{shard}", t)) for a, e in TIMED for t in COLLECT_TABLES]
 
 
 def collect_shards(wildcards):
@@ -161,7 +182,7 @@ def validation_outputs():
     """The simulator against the run's own collect traces (needs the sequential executor's calls to fit on)."""
     if not collections(plain=True) or "sequential" not in CFG.collect.executors:
         return []
-    return [str(PATHS.replay_validation), str(PATHS.replay_fit)]
+    return [str(PATHS.replay_validation), str(PATHS.replay_validation_aggregate), str(PATHS.replay_fit)]
 
 
 def serving_outputs():

@@ -78,6 +78,7 @@ rule replay_validate:
         collections(plain=True),
     output:
         validation=PATHS.replay_validation,
+        aggregate=PATHS.replay_validation_aggregate,
         fit=PATHS.replay_fit,
     log:
         PATHS.log("replay_validate"),

@@ -70,6 +70,13 @@ def executors(cfg: DictConfig, name: str) -> list[str]:
     return [e for e in cfg.collect.executors if e in own] if own else list(cfg.collect.executors)
 
 
+def timed_collects(cfg: DictConfig) -> list[tuple[str, str]]:
+    """The timed collects, (algorithm, executor): every algorithm config of ``collect.algorithms`` (drafted by the
+    run's draft, the traces the replay fits and validates) under every executor. The collect stage runs them in one
+    job, interleaved (heterospec.collect.run_timed); each collect variant runs in a job of its own."""
+    return [(a, e) for a in cfg.collect.algorithms if not is_variant(cfg, a) for e in executors(cfg, a)]
+
+
 def is_variant(cfg: DictConfig, name: str) -> bool:
     return name in cfg.collect.variants and name not in algorithm_configs()
 

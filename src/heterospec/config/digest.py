@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, fields
+from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
 from heterospec.config import compose_config, hardware
 from heterospec.config.schema import COLLECT_GRID, CollectConfig
-from heterospec.config.collect_variants import base_algorithm, is_variant, variant_settings
+from heterospec.config.collect_variants import base_algorithm, is_variant, timed_collects, variant_settings
 from heterospec.errors import UserError
 
 
@@ -24,7 +25,13 @@ class Entries:
     """Entries of a config group that a stage reads, each composed with the run's overrides."""
     group: str                      # what the override names: system | schedule | dataset | hardware@system.draft
     node: str                       # the part of the composed config read: system | schedule | system.draft
-    names: str | tuple[str, ...]    # a config key listing the names, a wildcard ("{dataset}"), or the names
+    # a config key listing the names, a wildcard ("{dataset}"), the names, or a function of the run's config
+    names: str | tuple[str, ...] | Callable[[DictConfig], list[str]]
+
+
+def _timed(cfg: DictConfig) -> list[str]:
+    """The algorithm configs of the timed collects (heterospec.config.collect_variants.timed_collects)."""
+    return list(dict.fromkeys(a for a, _ in timed_collects(cfg)))
 
 
 # What token-level speculation with the run's draft reads (a speculative target write, the target_sd method): the
@@ -44,6 +51,9 @@ READS: dict[str, tuple[str | Entries, ...]] = {
     # the algorithm wildcard names an algorithm config or a collect variant (its algorithm keys and its draft)
     "collect_shard": (Entries("dataset", "dataset", "{dataset}"), Entries("collect_variant", "algorithm", "{algorithm}"),
                       "models", "system.torch_devices", *COLLECT_RUN, *SPECULATION),
+    # the timed collects in one job: what each reads, and the seed of their interleaved order (heterospec.collect)
+    "collect_timed": (Entries("dataset", "dataset", "{dataset}"), Entries("algorithm", "algorithm", _timed),
+                      "models", "system.torch_devices", *COLLECT_RUN, *SPECULATION, "seed"),
     "quantize": ("quantize", "models", "eval_limit", "system.torch_devices"),
     "hls_codegen": ("hls", "models.draft"),
     "hls_csim": ("hls", "models.draft", "models.prompt"),
@@ -131,6 +141,8 @@ class ResolvedRun:
     def names(self, entries: Entries, wildcards: dict[str, str]) -> list[str]:
         if isinstance(entries.names, tuple):
             return list(entries.names)
+        if callable(entries.names):
+            return entries.names(self.cfg)
         if entries.names.startswith("{"):
             return [wildcards[entries.names.strip("{}")]]
         listed = section(self.cfg, entries.names)

@@ -416,19 +416,19 @@ class DfvgConfig:
 class LoadArrivalsConfig:
     """An arrival process (heterospec.arrivals.Arrivals) for `python -m heterospec.replay load run`."""
     kind: str = "poisson"            # poisson | closed | timestamps
-    rate: float = 1.0                # poisson: requests per second
-    clients: int = 1                 # closed: users in the loop
-    think_s: float = 0.0             # closed: seconds between a user's answer and its next request
+    rate: float = number(1.0, gt=0)  # poisson: requests per second
+    clients: int = number(1, ge=1)   # closed: users in the loop
+    think_s: float = number(0.0, ge=0)  # closed: seconds between a user's answer and its next request
     path: str = ""                   # timestamps: a file of arrival times (s), one per line, in order
-    seed: int = 0                    # the arrival gaps' and the problems' draws
+    seed: int = number(0, ge=0)      # the arrival gaps' and the problems' draws
 
 
 @dataclass
 class LoadSloConfig:
     """The latency target capacity is measured at: a percentile of request latency within a limit."""
-    percentile: float = 99.0
-    multiple: float = 4.0            # the limit: this x the reference's unloaded latency at that percentile
-    seconds: Optional[float] = None  # or the limit in seconds (then multiple is not used)
+    percentile: float = number(99.0, gt=0, le=100)
+    multiple: float = number(4.0, ge=1)  # the limit: this x the reference's unloaded latency at that percentile
+    seconds: Optional[float] = number(None, gt=0)  # or the limit in seconds (then multiple is not used)
     reference: str = "gpu3/target"   # system/method whose unloaded latency the multiple scales; own: each its own
 
 
@@ -436,10 +436,10 @@ class LoadSloConfig:
 class BatchCurveConfig:
     """A published step time against the tokens in one pass, for the paper profiles' batching on that device."""
     source: str = ""                 # where it comes from (figure captions and the results quote it)
-    params_b: float = 7.0            # the measured model's parameters (billions): it prices models within 2x of it
-    bandwidth_gbs: float = 0.0       # the device it was measured on (another device: scaled by bandwidth)
-    tokens: list[int] = field(default_factory=list)
-    ms: list[float] = field(default_factory=list)
+    params_b: float = number(7.0, gt=0)  # the measured model's parameters (billions): prices models within 2x of it
+    bandwidth_gbs: float = number(1.0, gt=0)  # the device it was measured on (another device: scaled by bandwidth)
+    tokens: list[int] = number(factory=list, ge=1)
+    ms: list[float] = number(factory=list, gt=0)
 
 
 @dataclass
@@ -451,20 +451,21 @@ class LoadConfig:
     profile: str = "paper_v12"       # the latency profile that prices the load replay
     systems: list[str] = field(default_factory=lambda: ["gpu3", "hetero_u280", "hetero_v80"])
     methods: list[str] = field(default_factory=lambda: ["target", "target_sd", "rsd", "brsd", "brsd_sd"])
-    requests: int = 200              # requests per load point
-    warmup: float = 0.1              # share of a point's first requests left out of its aggregates
-    seed: int = 0                    # arrival gaps and the problems' order (common to every point)
+    requests: int = number(100, ge=2)  # requests counted per load point at least (after the warm-up ones) ...
+    max_requests: int = number(1000, ge=2)  # ... and at most; between: 20x what the system holds at once
+    warmup: float = number(0.1, ge=0, le=0.9)  # share of a point's first requests left out of its aggregates
+    seed: int = number(0, ge=0)      # arrival gaps and the problems' order (common to every point)
     arrivals: LoadArrivalsConfig = field(default_factory=LoadArrivalsConfig)   # `load run`: one point
     batching: dict[str, str] = field(default_factory=dict)      # draft, prm, target, link -> a batching policy
-    max_batch: dict[str, int] = field(default_factory=dict)     # draft (on a GPU), prm, target; 0: what KV holds
-    fpga_batch: int = 1              # sequences per weight pass of an FPGA draft lane (1: the batch-1 kernel)
-    draft_lanes: int = 0             # an FPGA draft's independent lanes (0: as many as the design point fits)
-    memory_fraction: float = 0.9     # of a GPU's memory for weights + KV cache (vLLM's gpu_memory_utilization)
+    max_batch: dict[str, int] = number(factory=dict, ge=0)   # draft (on a GPU), prm, target; 0: what KV holds
+    fpga_batch: int = number(1, ge=1)  # sequences per weight pass of an FPGA draft lane (1: the batch-1 kernel)
+    draft_lanes: int = number(0, ge=0)  # an FPGA draft's independent lanes (0: as many as the design point fits)
+    memory_fraction: float = number(0.9, gt=0, le=1)  # of a GPU's memory for weights + KV cache (vLLM's)
     slo: LoadSloConfig = field(default_factory=LoadSloConfig)
-    search_steps: int = 6            # bisection steps of the capacity search (after doubling to a failing rate)
-    curve: list[float] = field(default_factory=list)            # load points drawn, as fractions of capacity
+    search_steps: int = number(4, ge=0)  # bisections of the capacity search (after doubling to a failing rate)
+    curve: list[float] = number(factory=list, gt=0)  # load points drawn, as fractions of capacity
     paper_batch_curves: dict[str, BatchCurveConfig] = field(default_factory=dict)   # device name -> curve
-    workers: int = 1                 # processes (system x method jobs)
+    workers: int = number(1, ge=1)   # processes (system x method jobs)
 
 
 # ----------------------------------------------------------------------------- top level

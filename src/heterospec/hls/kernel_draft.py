@@ -5,42 +5,30 @@ The kernel's KVMU (:mod:`heterospec.hls.kvmu`) moves its pointers one token per 
 ``ahead`` and commits it (valid = current = ahead), with ``reinit`` it first truncates to ``base`` <= valid; SPEC
 writes the sampler's token at ``ahead`` (with ``mark`` it closes a step: current = ahead); ACCEPT sets valid =
 current; ROLLBACK sets current = ahead = valid. The Python twin (:class:`heterospec.reasoning.kvcache.KVMU`) moves
-by whole writes. :class:`KernelKVMU` takes the twin's calls from the :class:`~heterospec.reasoning.roles.StepWriter`
-and turns each into the commands below; each log row is read from the kernel's registers after them:
+by the same modes, a row per transition. :class:`KernelKVMU` takes the twin's calls from the
+:class:`~heterospec.reasoning.roles.StepWriter` and turns each into the commands below, writing a token only where
+the torch draft would feed one; each log row is read from the kernel's registers after its commands:
 
-* **accept** (the PRM passed the step under verification): ACCEPT. The step was written with its last token marked,
-  so current is its end and valid moves there.
-* **reject** (rollback to ``keep`` >= valid): ROLLBACK; the step and anything drafted ahead go. When the target's
-  rewrite shares the draft's first tokens (``keep`` > valid: the twin keeps them), the KVMU has rolled back to
-  valid, so the kept tokens are re-written after what it reports holding: INIT with ``reinit`` at ahead - 1 (the
-  last committed token again, for the sampler's next token), then SPEC for each kept token, the last marked. The
-  kernel is deterministic and samples greedily, so the sampler gives back the very tokens it wrote before (checked,
-  token by token).
-* **backtrack** (``keep`` < valid): INIT with ``reinit`` at ``keep`` - 1, re-writing the last kept token: the
-  pointers truncate to ``keep`` (to empty, a reset of the registers, when ``keep`` is 0).
-* **host tokens in** (the prompt, shadow synchronisation of the target's tokens, re-initialisation after a
-  backtrack): INIT, one command per token. The kernel commits a host token as it writes it; the twin commits in a
-  separate ACCEPT (``shadow_sync``) that follows. So the INIT row shows valid as it stood before the host tokens
-  (current and ahead after them), and the ACCEPT row that follows shows the commit the kernel made.
-* **draft** (a step written after a verified context): SPEC per token, the step's last token marked (current = its
-  end: the step goes to the PRM).
-* **step ahead** (a step drafted while the PRM verifies the one before it): SPEC per token, none marked (current
-  stays at the end of the step under verification). When that step is accepted and the step drafted ahead becomes
-  the one under verification, its end must be marked, and the KVMU marks only as it writes: ROLLBACK to valid, then
-  the step is re-written as above (the last token marked; again the same tokens), at the cost of one kernel call per
-  token of the step.
+* **draft** (a step for the PRM): SPEC per token, the last one marked when the step ends (current = its end).
+* **step ahead** (a step drafted while the PRM verifies the one before it): SPEC per token, unmarked; when the step
+  ends (delimiter, EOS or the token limit) its last token is held back: it stays in the sampler's register, unwritten.
+* **accept**: ACCEPT (valid = current); then, if a step drafted ahead holds its last token back, SPEC with ``mark``
+  writes it: current = ahead = that step's end, and the step drafted ahead is the one under verification, none of
+  it written twice. (Were its last token written at once, only a re-write of the whole step could mark its end.)
+* **reject**, the rewrite sharing nothing with the rejected step: ROLLBACK (to valid), then the host tokens.
+* **re-initialise** (a backtrack below valid, or a reject whose rewrite shares the rejected step's first tokens):
+  one INIT with ``reinit`` at the first slot that differs, carrying the rewrite's token there, then the rest by INIT.
+  A re-init may not start past valid, so a reject first sends ACCEPT, committing the step under verification up to
+  where the re-init truncates it: its shared prefix is kept, not written again. With no token left to write (the
+  rewrite is the rejected step itself, and only a cancelled step drafted ahead goes), the re-init writes the last
+  kept token again.
+* **host tokens in** (the prompt, shadow synchronisation, the target's step still under verification): INIT, one
+  command per token; each is committed as it is written, the twin's rows say the same.
 
-Where the two cannot agree: host tokens that are not verified yet (the draft drafting ahead after a target rewrite
-that the PRM is still scoring, ``host`` in the twin's log). The twin keeps valid before them; the kernel has no such
-state (INIT commits), so the kernel's valid includes the rewrite from there on, and when the PRM passes it the
-twin's ACCEPT row has no counterpart (the kernel's valid is there already); a backtrack re-initialises below it as
-usual. Collected under the step-ahead executor, the two logs differ in exactly these rows. The tokens are
-unaffected: whatever the pointers, a rollback below valid re-initialises and one above it re-writes, so the kernel
-always holds exactly the context it is given.
-
-A step's last token is written when the step ends (the twin counts it as held at once; the plain decoding feeds it
-only at the next write), so the kernel's ``ahead`` is the twin's ``step_ahead`` at every row. The next write after it
-needs no re-feed: the token the kernel sampled after it is the continuation.
+Only two writes are not the torch draft's: a step's last token is written at once when the step goes to the PRM
+(the mark needs a write; the torch draft feeds it with the next step, so a rejected step's last token costs the
+kernel one pass and torch none), and after a rollback or re-init that leaves no host token to write, the last kept
+token is written again for the sampler (torch re-feeds one token there too).
 """
 from __future__ import annotations
 
@@ -68,42 +56,53 @@ class KernelKVMU:
     def __init__(self, decoding: "KernelDecoding"):
         self.decoding = decoding
         self.valid = self.current = self.step_ahead = 0
+        self.held_back = False
         self.log: list[tuple[int, str, int, int, int, str]] = []
         self.queue: list[tuple[str, int, str]] = []
-        self.in_use = False     # a writer drives it (its reset was called): mark steps, write their last token
+        self.in_use = False     # a writer drives it (its reset was called): mark steps, hold back last tokens
 
     def reset(self) -> None:
         """A new problem: every pointer at 0, the log empty."""
         self.valid = self.current = self.step_ahead = 0
+        self.held_back = False
         self.log, self.queue = [], []
         self.in_use = True
 
-    def rollback(self, length: int, why: str) -> None:
-        """Drop what the cache holds after ``length`` (queued: reject, backtrack)."""
-        self.queue.append(("rollback", length, why))
-        self.current = self.step_ahead = length
-        self.valid = min(self.valid, length)
+    def rollback(self, why: str) -> None:
+        """Drop the step under verification and any step drafted ahead (queued: a reject)."""
+        self.queue.append(("rollback", 0, why))
+        self.current = self.step_ahead = self.valid
+        self.held_back = False
 
     def initialise(self, length: int, why: str) -> None:
-        """Host tokens in up to ``length`` (queued: the context's tokens come with the decoding's ``start``)."""
+        """Hold and commit the context up to ``length`` (queued: its tokens come with the decoding's ``start``)."""
         self.queue.append(("initialise", length, why))
-        self.current = self.step_ahead = length
+        self.valid = self.current = self.step_ahead = length
+        self.held_back = False
 
-    def accept(self, length: int, why: str = "prm") -> None:
-        """The path up to ``length`` is verified (queued)."""
-        self.queue.append(("accept", length, why))
-        self.valid = length
+    def accept(self, why: str = "prm") -> None:
+        """The step under verification is accepted; a step drafted ahead of it goes to verification (queued)."""
+        self.queue.append(("accept", 0, why))
+        self.valid = self.current
+        if self.held_back:
+            self.current = self.step_ahead = self.step_ahead + 1
+            self.held_back = False
 
-    def speculate(self, start: int, length: int, ahead: bool) -> None:
-        """The write ended: its last token goes in (marked unless drafted ahead) and the row is logged."""
-        self.decoding._end_step(mark=not ahead)
+    def speculate(self, start: int, length: int, ahead: bool, held_back: bool = False) -> None:
+        """The write ended: a step for the PRM has its last token written, marked; one drafted ahead holds it back."""
+        if ahead:
+            if held_back != self.decoding.pending:
+                raise RuntimeError(f"the writer says the step drafted ahead ended={held_back}, the kernel "
+                                   f"holds a token back={self.decoding.pending}")
+        else:
+            self.decoding._end_step()
+        self.held_back = ahead and held_back
         self._row(kvcache.SPECULATION, "step_ahead" if ahead else "draft")
 
-    def _row(self, mode: str, why: str, valid: int | None = None) -> None:
+    def _row(self, mode: str, why: str) -> None:
         r = self.decoding.regs
-        v = r["valid"] if valid is None else valid
-        self.valid, self.current, self.step_ahead = v, r["current"], r["ahead"]
-        self.log.append((time.perf_counter_ns(), mode, v, r["current"], r["ahead"], why))
+        self.valid, self.current, self.step_ahead = r["valid"], r["current"], r["ahead"]
+        self.log.append((time.perf_counter_ns(), mode, r["valid"], r["current"], r["ahead"], why))
 
     def run(self, context: list[int]) -> None:
         """Carry out the queued moves for a write after ``context``."""
@@ -111,15 +110,16 @@ class KernelKVMU:
         queue, self.queue = self.queue, []
         for op, length, why in queue:
             if op == "rollback":
-                dec._truncate(length)
+                dec._cmd(ROLLBACK)
+                dec.pending = False
                 self._row(kvcache.ROLLBACK, why)
             elif op == "initialise":
-                before = dec.regs["valid"]
-                dec._host(context[:length])
-                self._row(kvcache.INIT, why, valid=before)
+                dec._hold(context[:length])
+                self._row(kvcache.INIT, why)
             else:
                 if dec.regs["current"] > dec.regs["valid"]:
                     dec._cmd(ACCEPT)
+                dec._end_step()     # the held-back token of the step drafted ahead, marked
                 self._row(kvcache.ACCEPT, why)
 
 
@@ -141,7 +141,7 @@ class KernelDecoding(Decoding):
         self.ids: list[int] = []        # the tokens in KV slots [0, ahead)
         self.regs = {"valid": 0, "current": 0, "ahead": 0}
         self.sample: int | None = None  # the token the kernel sampled after ids[-1] (None: not known)
-        self.pending = False            # the last token handed out is not written yet
+        self.pending = False            # the sample was handed out as a step's token but is not written yet
         self.room = 0
 
     # -- commands ------------------------------------------------------------------------------------------------
@@ -170,39 +170,24 @@ class KernelDecoding(Decoding):
         self.regs = o
         return o
 
-    def _host(self, tokens: list[int]) -> None:
-        """Host tokens in (INIT) after the common prefix of what the kernel holds and ``tokens``."""
-        for t in tokens[common_prefix(self.ids, tokens):]:
+    def _hold(self, tokens: list[int]) -> None:
+        """Hold exactly ``tokens``, every slot committed, keeping what it holds of them (module docstring:
+        re-initialise, host tokens in). A held-back token they continue with comes in as a host token."""
+        self.pending = False
+        keep = common_prefix(self.ids, tokens)
+        if keep == 0 and self.ids:
+            self._clear()
+        elif keep < len(self.ids) or (keep == len(tokens) and self.regs["valid"] < keep):   # drop, or commit
+            if keep > self.regs["valid"] and self.regs["current"] > self.regs["valid"]:
+                self._cmd(ACCEPT)       # a re-init may not start past valid: commit up to the slot it truncates to
+            base = min(keep, self.regs["valid"], len(tokens) - 1)
+            self._cmd(INIT, reinit=1, base=base, host=tokens[base])
+            keep = base + 1
+        for t in tokens[keep:]:
             self._cmd(INIT, host=t)
 
-    def _rewrite(self, tokens: list[int], mark: bool) -> None:
-        """Write ``tokens`` (the kernel's own, held before) again after the slots the KVMU says it holds: the last
-        held token again (INIT reinit at ahead - 1, for the sampler's next token), then SPEC each, the last marked
-        when ``mark``; the greedy sampler must give each back."""
-        at = self.regs["ahead"]
-        if at == 0:
-            raise RuntimeError("cannot re-write after an empty KV cache: nothing committed")
-        self._cmd(INIT, reinit=1, base=at - 1, host=self.ids[at - 1])
-        for i, t in enumerate(tokens):
-            o = self._cmd(SPEC, mark=int(mark and i == len(tokens) - 1))
-            if o["token_in"] != t:
-                raise RuntimeError(f"kernel re-write of slot {o['wr_addr']} gave token {o['token_in']}, it held {t}")
-
-    def _truncate(self, keep: int) -> None:
-        """Hold exactly ids[:keep], with current = keep (module docstring: reject, backtrack, shared prefix)."""
-        valid = self.regs["valid"]
-        if keep == 0:
-            self._clear()
-        elif keep < valid:
-            self._cmd(INIT, reinit=1, base=keep - 1, host=self.ids[keep - 1])
-        else:
-            kept = self.ids[valid:keep]
-            self._cmd(ROLLBACK)     # reject: the step under verification and any step drafted ahead go
-            if kept:
-                self._rewrite(kept, mark=True)
-
-    def _end_step(self, mark: bool) -> None:
-        """The writer's step ended: write its last token (marked when the step goes to the PRM)."""
+    def _end_step(self, mark: bool = True) -> None:
+        """Write the step's last token, handed out and not written yet (marked: the step goes to the PRM)."""
         if self.pending:
             self._cmd(SPEC, mark=int(mark))
             self.pending = False
@@ -219,15 +204,15 @@ class KernelDecoding(Decoding):
                             f"{self.k.shape.capacity} (CAPACITY, {self.where}); raise quantize.rope_positions and "
                             f"regenerate the kernel, or lower algorithm.max_tokens_per_call")
         p0 = self._processed
-        self.pending = False    # a complete step's last token not written (no KVMU driving): it comes in as a host token
-        self.kvmu.run(context)
-        keep = common_prefix(self.ids, context)
-        if keep < len(self.ids):
-            self._truncate(keep)
-        self._host(context)
-        if self.kvmu.in_use and self.regs["current"] < len(context) and self.regs["valid"] < len(context):
-            self._truncate(len(context))        # a step drafted ahead goes to the PRM: re-written, its end marked
-        if self.sample is None:                                           # after a rollback: the logits are gone
+        if self.kvmu.in_use:
+            self.kvmu.run(context)
+            if self.ids != context:
+                raise RuntimeError(f"the KVMU moves left the kernel holding {len(self.ids)} tokens "
+                                   f"({common_prefix(self.ids, context)} of them the context's), not the "
+                                   f"{len(context)}-token context")
+        else:                   # no writer's KVMU: a step's last token, never written, comes in as a host token
+            self._hold(context)
+        if self.sample is None:     # a rollback left no host token to write: write the last one again, for the sampler
             self._cmd(INIT, reinit=1, base=len(self.ids) - 1, host=self.ids[-1])
         return self._processed - p0
 
@@ -241,7 +226,7 @@ class KernelDecoding(Decoding):
             self.pending = False
             return
         if (complete or self.room == 1) and self.kvmu.in_use:
-            return              # the step's last token: written when the step ends (KernelKVMU.speculate)
+            return              # the step's last token: written when the step ends or goes to the PRM (KernelKVMU)
         if not complete:
             self._cmd(SPEC)
             self.pending = False

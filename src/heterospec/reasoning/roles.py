@@ -54,6 +54,7 @@ class StepWriter:
         self.written: list[int] = []  # context + sampled tokens, the last one not yet fed
         self.ingested = 0     # host tokens written into the cache (prompt, shadow sync, re-init)
         self.generated = 0    # tokens this role wrote
+        self.cancelled = False  # the last write was cancelled: its tokens go at the next write, however many
 
     @classmethod
     def plain(cls, model, tokenizer, delimiter: str = "\n\n", kvmu: bool = False, temperature: float = 0.0
@@ -68,6 +69,7 @@ class StepWriter:
             self.kvmu.reset()
         self.written = []
         self.ingested = self.generated = 0
+        self.cancelled = False
 
     def _stops(self, tokens: list[int], prior: list[int]) -> tuple[bool, bool]:
         """(complete, eos) after the last of ``tokens``: EOS, or the delimiter in the step's text."""
@@ -114,11 +116,13 @@ class StepWriter:
             if complete:
                 break
         self.generated += len(tokens)
+        self.written = list(context) + tokens
+        if self.kvmu is not None:   # before the call ends: a kernel writes the step's last token here
+            self.cancelled = not complete and len(prior) + len(tokens) < max_tokens
+            self.kvmu.speculate(len(context), len(self.written), ahead=valid < len(context),
+                                held_back=bool(tokens) and not self.cancelled)
         calls.append(Call("decode", dec.processed - p1, len(tokens), kv1, t1, time.perf_counter_ns(), rounds,
                           None if board is None else dec.modelled_ms - board))
-        self.written = list(context) + tokens
-        if self.kvmu is not None:
-            self.kvmu.speculate(len(context), len(self.written), ahead=valid < len(context))
         text = self.tokenizer.decode(prior + tokens, skip_special_tokens=True)
         return Step(prior + tokens, text, complete, eos, calls)
 
@@ -126,14 +130,25 @@ class StepWriter:
         return self.tokenizer.decode(tokens, skip_special_tokens=True)
 
     def _kvmu_before(self, keep: int, context: list[int], valid: int) -> None:
-        """Log the pointer moves a write implies: rollback, accept, host tokens in."""
-        k = self.kvmu
-        if keep < k.step_ahead:     # the cache held more (a step drafted ahead included): it is dropped
-            k.rollback(keep, "backtrack" if keep < k.valid else "reject")
-        if len(context) > keep:
-            k.initialise(len(context), "prompt" if keep == 0 else ("shadow_sync" if valid >= len(context) else "host"))
-        if valid > k.valid:
-            k.accept(valid, "prm" if keep >= valid else "shadow_sync")
+        """Log the pointer moves a write implies (the KVMU's modes, :mod:`heterospec.reasoning.kvcache`): a reject
+        rolls back to valid, host tokens come in by INIT (a backtrack, or a reject whose rewrite shares the rejected
+        step's first tokens, re-initialises in the same INIT), an accept commits the step under verification.
+
+        A cancelled write (a step drafted ahead of a reject) is dropped even when it wrote nothing, or nothing the
+        context does not repeat: the KVMU cannot drop a step drafted ahead alone, so whether it has to move must not
+        depend on how far the draft got before the cancel."""
+        k, n = self.kvmu, len(context)
+        sync = "prompt" if keep == 0 else ("shadow_sync" if valid >= n else "host")
+        if keep < k.step_ahead or self.cancelled:   # the cache held more (a step drafted ahead included): dropped
+            if keep == k.valid:
+                k.rollback("reject")
+            else:
+                k.initialise(n, "backtrack" if keep < k.valid else "reject")
+                return
+        if n > keep:
+            k.initialise(n, sync)
+        elif valid > k.valid or (k.held_back and keep > k.step_ahead):
+            k.accept("prm")                     # the step drafted ahead, if any, goes to verification
 
     @property
     def processed(self) -> int:

@@ -1,6 +1,7 @@
 """Noise statistics of the validation: how much of an error is the machine's. A bootstrap interval of the MAE over
 problems, the spread of two runs of the same problem (the noise floor a perfect replay would still score against one
-run), and each collect job's draft pace against the sequential jobs pooled (drift between jobs)."""
+run), each collect job's draft pace against the sequential jobs pooled (drift between jobs), and the replay's error
+on aggregates of the per-problem latencies (mean, P50, P90) with their bootstrap intervals."""
 from __future__ import annotations
 
 import random
@@ -17,6 +18,42 @@ def mae_interval(errors: list[float], resamples: int = 2000, level: float = 0.95
     means = sorted(sum(rng.choices(a, k=n)) / n for _ in range(resamples))
     lo = int((1 - level) / 2 * resamples)
     return means[lo], means[min(resamples - 1, resamples - 1 - lo)]
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values``, linear between order statistics (numpy's default, DuckDB's quantile_cont)."""
+    v = sorted(values)
+    x = q * (len(v) - 1)
+    i = int(x)
+    return v[i] if i + 1 >= len(v) else v[i] + (x - i) * (v[i + 1] - v[i])
+
+
+# the aggregates of a per-problem latency distribution the replay must get right (Vidur and its peers report these)
+AGGREGATES = {"mean": lambda v: sum(v) / len(v), "p50": lambda v: quantile(v, 0.5), "p90": lambda v: quantile(v, 0.9)}
+
+
+def aggregate_error(measured: list[float], predicted: list[float], stat: str) -> float:
+    """(stat(predicted) - stat(measured)) / stat(measured) over the same problems."""
+    f = AGGREGATES[stat]
+    m = f(measured)
+    return (f(predicted) - m) / m
+
+
+def aggregate_interval(measured: list[float], predicted: list[float], stat: str, resamples: int = 2000,
+                       level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of :func:`aggregate_error`: the problems resampled with replacement, each with
+    its measured and predicted latency (a pair)."""
+    n = len(measured)
+    if n == 0:
+        return float("nan"), float("nan")
+    rng = random.Random(seed)
+    errs = []
+    for _ in range(resamples):
+        idx = rng.choices(range(n), k=n)
+        errs.append(aggregate_error([measured[i] for i in idx], [predicted[i] for i in idx], stat))
+    errs.sort()
+    lo = int((1 - level) / 2 * resamples)
+    return errs[lo], errs[min(resamples - 1, resamples - 1 - lo)]
 
 
 def repeat_spread(rows: list[dict]) -> dict[tuple, float]:

@@ -7,6 +7,14 @@ and the per-problem error printed, with a percentile-bootstrap 95 % interval ove
 (:func:`~heterospec.replay.noise.mae_interval`): how far the MAE moves when the same number of problems is drawn
 again, i.e. what of it is sampling noise. Trace sets whose target writes speculate are replayed with the
 ``<executor>_sd`` schedules at the tau and draft length of their own rounds.
+
+Beside the per-problem error, two checks that noise cannot hide a model error from (docs/validation.md):
+
+* **aggregate fidelity** (:func:`aggregates`): the replay's error on the mean, P50 and P90 of each trace set and
+  executor's per-problem latencies, each with a paired bootstrap interval; the problems' own noise averages out of
+  an aggregate, a systematic error does not;
+* **schedule-only** (``schedule_only_ms``): each problem replayed with every call priced at its own measured time
+  (:mod:`.trace_times`), so that its error is the schedule model's alone.
 """
 from __future__ import annotations
 
@@ -18,17 +26,20 @@ import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.collect_traces import (COLLECT_PROBLEMS_TAG, find_repeats, find_rounds, find_traces,
-                                              min_latency, plain_traces)
+from heterospec.replay.collect_traces import (COLLECT_PROBLEMS_TAG, fastest_calls, find_repeats, find_rounds,
+                                              find_traces, min_latency, plain_traces)
 from heterospec.replay.fit_traces import fit_table, trace_speculation
 from heterospec.replay.measured import MeasuredProfile, write_fit
-from heterospec.replay.noise import draft_pace, mae_interval, repeat_spread
+from heterospec.replay.noise import AGGREGATES, aggregate_error, aggregate_interval, draft_pace, mae_interval, \
+    repeat_spread
 from heterospec.replay.steps import steps_from_calls
 from heterospec.store.parquet import versioned, write_parquet
 
 MAE_BAR = 0.10
+AGGREGATE_BAR = 0.05       # the replay's error on the mean, P50 and P90 a run must stay within
+SCHEDULE_ONLY_BAR = 0.05   # the schedule model's per-problem error, calls priced at their own times
 
-VALIDATION_SCHEMA = versioned("replay_validation", 2, [
+VALIDATION_SCHEMA = versioned("replay_validation", 3, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("trace_set", pa.string(), nullable=False),     # the collect run's algorithm (rsd, brsd) or "collect"
     pa.field("dataset", pa.string(), nullable=False),
@@ -42,6 +53,23 @@ VALIDATION_SCHEMA = versioned("replay_validation", 2, [
     pa.field("repeat_spread", pa.float64(), nullable=True),
     # the collect job's draft ms per token over all sequential jobs' (:func:`draft_pace`); null: no draft decodes
     pa.field("draft_pace", pa.float64(), nullable=True),
+    # the problem replayed with every call at its own measured time (schedule-only check, :mod:`.trace_times`); null
+    # for trace sets whose target writes speculate
+    pa.field("schedule_only_ms", pa.float64(), nullable=True),
+])
+
+AGGREGATE_SCHEMA = versioned("replay_validation_aggregate", 1, [
+    pa.field("run", pa.string(), nullable=False),
+    pa.field("trace_set", pa.string(), nullable=False),
+    pa.field("executor", pa.string(), nullable=False),
+    pa.field("system", pa.string(), nullable=False),
+    pa.field("statistic", pa.string(), nullable=False),      # mean | p50 | p90 of the per-problem latencies
+    pa.field("problems", pa.int32(), nullable=False),
+    pa.field("measured_ms", pa.float64(), nullable=False),
+    pa.field("predicted_ms", pa.float64(), nullable=False),
+    pa.field("rel_error", pa.float64(), nullable=False),      # (predicted - measured) / measured, of the statistic
+    pa.field("ci_low", pa.float64(), nullable=False),         # its percentile-bootstrap 95 % interval over problems
+    pa.field("ci_high", pa.float64(), nullable=False),
 ])
 
 
@@ -96,6 +124,7 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
         for r in t.select(["dataset", "problem", "wall_ms"]).to_pylist():
             seq_wall[(r["dataset"], r["problem"])] += r["wall_ms"] or 0.0
         probs = problems_from_steps(steps_from_calls(t, ts))
+        own = _own_calls(fastest_calls(m.repeats[ts, ex]) if (ts, ex) in m.repeats else t)
         spec = None
         if (ts, ex) in m.rounds:   # its target writes speculate: replayed as rounds, tau and draft_len as recorded
             spec = trace_speculation(m.rounds[ts, ex][0], ts)
@@ -112,36 +141,99 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
                 continue
             sched = scheds[e] if spec is None else sd_schedule(cfg, overrides, e)
             pred = simulate(have, [system], [sched], prof, cfg.replay.engine, speculation=spec)
+            alone = {} if spec is not None else schedule_only(have, own, system, sched, prof, cfg.replay.engine,
+                                                              f"{ts}/{e}")
             for p, r in zip(have, pred.select(["latency_ms"]).to_pylist()):
                 ms = meas[p.problem]
                 rows.append(dict(run=cfg.name, trace_set=ts, dataset=p.dataset, problem=p.problem, executor=e,
                                  system=str(system.name), measured_ms=ms, predicted_ms=r["latency_ms"],
                                  rel_error=(r["latency_ms"] - ms) / ms,
                                  repeat_spread=m.spread.get((ts, e, p.dataset, p.problem)),
-                                 draft_pace=m.pace.get((ts, e))))
+                                 draft_pace=m.pace.get((ts, e)), schedule_only_ms=alone.get(p.problem)))
     return rows
 
 
-def summary(rows: list[dict], fit_on: str | None = None) -> str:
-    """Per trace set x executor: MAE with its bootstrap interval, mean bias, noise floor and draft pace."""
-    from heterospec.text_table import format_table
+def _own_calls(calls: pa.Table) -> dict[tuple, list[dict]]:
+    """{(dataset, problem): its model_calls/v1 rows}."""
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in calls.to_pylist():
+        out[(r["dataset"], r["problem"])].append(r)
+    return out
+
+
+def schedule_only(probs: list, own: dict, system, sched, fallback: MeasuredProfile, engine: str,
+                  name: str) -> dict[str, float]:
+    """{problem: latency ms} of each problem replayed under ``sched`` with every call at its own measured time (its
+    sequential run's, ``own``; :class:`~heterospec.replay.trace_times.TraceTimes`), the controller's time and work
+    the sequential run never did priced by ``fallback``. Prints how many of the calls were the problems' own."""
+    from heterospec.replay.grid import simulate
+    from heterospec.replay.trace_times import TraceTimes
+
+    out, matched, unmatched = {}, 0, 0
+    for p in probs:
+        if (p.dataset, p.problem) not in own:
+            continue
+        tt = TraceTimes(p, own[p.dataset, p.problem], fallback)
+        out[p.problem] = simulate([p], [system], [sched], tt, engine).column("latency_ms")[0].as_py()
+        matched, unmatched = matched + len(tt.matched), unmatched + len(tt.unmatched)
+    if matched + unmatched:
+        print(f"[replay validate] {name}: schedule-only, {matched} of {matched + unmatched} distinct calls priced at "
+              f"their own measured time (the rest is work the sequential run did not do: the fit prices it)")
+    return out
+
+
+def _groups(rows: list[dict]) -> dict[tuple, list[dict]]:
     by = defaultdict(list)
     for r in rows:
-        by[(r["trace_set"], r["executor"])].append(r)
+        by[(r["trace_set"], r["executor"], r["system"])].append(r)
+    return dict(sorted(by.items()))
+
+
+def aggregates(rows: list[dict], run: str = "") -> list[dict]:
+    """Per trace set x executor: the replay's error on the mean, P50 and P90 of the per-problem latencies, with
+    percentile-bootstrap 95 % intervals over the problems (``AGGREGATE_SCHEMA`` rows)."""
     out = []
-    for (ts, e), rs in sorted(by.items()):
+    for (ts, e, system), rs in _groups(rows).items():
+        meas, pred = [r["measured_ms"] for r in rs], [r["predicted_ms"] for r in rs]
+        for stat, f in AGGREGATES.items():
+            lo, hi = aggregate_interval(meas, pred, stat)
+            out.append(dict(run=run or rs[0]["run"], trace_set=ts, executor=e, system=system, statistic=stat,
+                            problems=len(rs), measured_ms=f(meas), predicted_ms=f(pred),
+                            rel_error=aggregate_error(meas, pred, stat), ci_low=lo, ci_high=hi))
+    return out
+
+
+def summary(rows: list[dict], fit_on: str | None = None, agg: list[dict] | None = None) -> str:
+    """Per trace set x executor: MAE with its bootstrap interval, mean bias, noise floor, draft pace and the
+    schedule-only MAE; then the aggregate errors (:func:`aggregates`) with their intervals."""
+    from heterospec.text_table import format_table
+    out = []
+    for (ts, e, _), rs in _groups(rows).items():
         mae = sum(abs(r["rel_error"]) for r in rs) / len(rs)
         lo, hi = mae_interval([r["rel_error"] for r in rs])
         noise = [r["repeat_spread"] for r in rs if r["repeat_spread"] is not None]
+        alone = [abs(r["schedule_only_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rs
+                 if r.get("schedule_only_ms") is not None]
         out.append((ts + (" (fitted)" if ts == fit_on else " (held out)" if fit_on else ""), e, len(rs),
                     sum(r["measured_ms"] for r in rs) / len(rs),
                     sum(r["predicted_ms"] for r in rs) / len(rs), 100 * mae, f"{100 * lo:.1f}-{100 * hi:.1f}",
                     100 * sum(r["rel_error"] for r in rs) / len(rs),
                     f"{100 * sum(noise) / len(noise):.2f}" if noise else "-",
                     f"{rs[0]['draft_pace']:.2f}" if rs[0]["draft_pace"] is not None else "-",
+                    f"{100 * sum(alone) / len(alone):.2f}" if alone else "-",
                     "yes" if mae <= MAE_BAR else "NO"))
-    return format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "mae_95ci_pct",
-                         "mean_bias_pct", "noise_floor_pct", "draft_pace", "within_10pct"], out)
+    text = format_table(["traces", "executor", "problems", "measured_ms", "predicted_ms", "mae_pct", "mae_95ci_pct",
+                         "mean_bias_pct", "noise_floor_pct", "draft_pace", "schedule_only_mae_pct", "within_10pct"],
+                        out)
+    by = defaultdict(dict)
+    for a in aggregates(rows) if agg is None else agg:
+        by[(a["trace_set"], a["executor"])][a["statistic"]] = a
+    table = [(ts, e, *(f"{100 * a[s]['rel_error']:+.1f} ({100 * a[s]['ci_low']:+.1f} to {100 * a[s]['ci_high']:+.1f})"
+                       for s in AGGREGATES),
+              "yes" if all(abs(a[s]["rel_error"]) <= AGGREGATE_BAR for s in AGGREGATES) else "NO")
+             for (ts, e), a in sorted(by.items())]
+    return text + "\n" + format_table(["traces", "executor", *(f"{s}_error_pct (95% ci)" for s in AGGREGATES),
+                                       f"within_{round(100 * AGGREGATE_BAR)}pct"], table)
 
 
 def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None = None) -> pa.Table:
@@ -164,9 +256,11 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
                         for r in fit.to_pylist()]))
     rows = compare(cfg, overrides, m, MeasuredProfile.from_fit(fit), executors)
     table = pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)
+    agg = aggregates(rows, cfg.name)
     if fit_on is None:
         write_parquet(table, paths.replay_validation, VALIDATION_SCHEMA)
-    print(summary(rows, fit_on))
+        write_parquet(agg, paths.replay_validation_aggregate, AGGREGATE_SCHEMA)
+    print(summary(rows, fit_on, agg))
     where = f"fit on {fit_on} only; nothing saved" if fit_on else str(paths.replay_validation)
     print(f"[replay validate] {len(rows)} problem comparisons on {cfg.replay.validate_system} -> {where}")
     return table

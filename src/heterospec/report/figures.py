@@ -157,24 +157,44 @@ def time_shares(rows):
 
 
 def replay_validation(rows):
-    """The replay against our own measurements: predicted vs measured latency per problem, y = x; MAE, mean bias and
-    (with repeats) the noise floor per trace set and executor."""
-    fig, (ax,) = panels(1, width=5, height=4.2, title="Replay validation: predicted vs measured latency")
-    for key in dict.fromkeys((r["trace_set"], r["executor"]) for r in rows):
-        pts = [r for r in rows if (r["trace_set"], r["executor"]) == key]
-        mae = 100 * sum(abs(r["rel_error"]) for r in pts) / len(pts)
-        bias = 100 * sum(r["rel_error"] for r in pts) / len(pts)
-        noise = [r["repeat_spread"] for r in pts if r.get("repeat_spread") is not None]
-        floor = f", noise {100 * sum(noise) / len(noise):.1f} %" if noise else ""
-        ax.scatter([r["measured_ms"] for r in pts], [r["predicted_ms"] for r in pts], s=14,
-                   label=f"{key[0]}, {key[1]} (MAE {mae:.1f} %, bias {bias:+.1f} %{floor})")
-    top = max(max(r["measured_ms"], r["predicted_ms"]) for r in rows) * 1.05
-    ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--", label="y = x")
-    ax.set_xlim(0, top)
-    ax.set_ylim(0, top)
-    ax.set_xlabel("measured latency per problem (ms)")
-    ax.set_ylabel("predicted latency per problem (ms)")
-    legend_right(fig, ax, "traces, executor")
+    """The replay against our own measurements, per trace set and executor, its error taken apart: noise (the
+    per-problem MAE beside the noise floor of two runs of the same problem), drift (each job's draft pace against
+    the sequential jobs pooled) and the model's error (the schedule-only MAE, and the error on the mean, P50 and P90
+    latency with their bootstrap intervals)."""
+    fig, axes = panels(3, width=4.0, height=3.6, title="Replay validation: noise, drift and model error")
+    label = {r["trace_set"] + ", " + r["executor"]: r for r in rows}
+    per_problem = [dict(group=g, kind=kind, value=r[col]) for g, r in label.items()
+                   for kind, col in [("noise floor (two runs)", "noise_floor_pct"), ("replay MAE", "mae_pct"),
+                                     ("schedule-only MAE", "schedule_only_mae_pct")] if r[col] is not None]
+    grouped_bars(axes[0], per_problem, lambda r: r["group"], lambda r: r["kind"], "value", "error per problem (%)",
+                 labels=True, colors={"noise floor (two runs)": "lightgray", "replay MAE": "tab:blue",
+                                      "schedule-only MAE": "tab:green"})
+    axes[0].set_title("noise vs model, per problem", fontsize=9)
+    ax = axes[1]
+    stats = [("mean", "tab:orange"), ("p50", "tab:purple"), ("p90", "tab:brown")]
+    for j, (stat, color) in enumerate(stats):
+        pts = [(k, r) for k, r in enumerate(label.values()) if r.get(f"{stat}_error_pct") is not None]
+        x = [k - 0.25 + 0.25 * j for k, _ in pts]
+        y = [r[f"{stat}_error_pct"] for _, r in pts]
+        err = [[r[f"{stat}_error_pct"] - r[f"{stat}_error_low_pct"] for _, r in pts],
+               [r[f"{stat}_error_high_pct"] - r[f"{stat}_error_pct"] for _, r in pts]]
+        ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3, label=f"error on the {stat.upper()} latency"
+                    if stat != "mean" else "error on the mean latency")
+    ax.axhspan(-5, 5, color="tab:green", alpha=0.12, label="±5 % bar")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(label)), list(label), rotation=25, ha="right")
+    ax.set_ylabel("replay − measured (% of measured)")
+    ax.set_title("model: aggregate error, 95 % interval", fontsize=9)
+    ax = axes[2]
+    paced = [(k, r["draft_pace"]) for k, r in enumerate(label.values()) if r.get("draft_pace") is not None]
+    bars = ax.bar([k for k, _ in paced], [v for _, v in paced], 0.6, color="tab:gray", label="draft pace of the collect")
+    ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
+    ax.axhspan(0.95, 1.05, color="tab:green", alpha=0.12, label="1 ± 0.05")
+    ax.set_xticks(range(len(label)), list(label), rotation=25, ha="right")
+    ax.set_ylim(0, max([1.3] + [v * 1.15 for _, v in paced]))
+    ax.set_ylabel("draft ms per token / sequential collects' (×)")
+    ax.set_title("drift: each collect's draft pace", fontsize=9)
+    legend_right(fig, axes, "")
     return fig
 
 
@@ -361,7 +381,7 @@ FIGURES: dict[str, Figure] = {
     "methods": Figure("replay_methods", methods, "Replay"),
     "tau_sweep": Figure("tau_sweep_design", tau_sweep, "Replay"),
     "accuracy_latency": Figure("accuracy_latency", accuracy_latency, "Replay"),
-    "replay_validation": Figure("replay_validation", replay_validation, "Replay"),
+    "replay_validation": Figure("replay_validation_summary", replay_validation, "Replay"),
     "serving_load": Figure("serving_validation", serving_load, "Serving"),
     "dfvg_tau": Figure("dfvg_summary", dfvg_tau, "DFVG"),
     "dfvg_speedups": Figure("dfvg_speed", dfvg_speedups, "DFVG"),

@@ -31,6 +31,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "replay_results": ("results/*/replay/results.parquet", "results/*/report/replay_ours.parquet"),
     "replay_artifact": "results/*/replay/artifact.parquet",
     "replay_validation": "results/*/replay/validation.parquet",
+    "replay_validation_aggregate": "results/*/replay/validation_aggregate.parquet",   # mean, P50, P90 errors
     "measured_fit": "results/*/replay/measured_fit.parquet",
     "collect_problems": "results/*/collect/*/*/*/problems.parquet",
     "collect_calls": "results/*/collect/*/*/*/calls.parquet",
@@ -152,17 +153,43 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
          AND a.source = s.problem
         WHERE s.schedule = 'hetero' AND s.system = 'hetero_u280'   -- the design the formulas model (FPGA+GPU, T1+T2)
         GROUP BY ALL ORDER BY ALL"""),
-    "replay_validation_summary": (("replay_validation",), """
+    # the validation per trace set and executor (docs/validation.md): the per-problem error against the noise floor
+    # (noise), the draft pace (drift), the schedule-only error and the aggregate errors (the model's)
+    "replay_validation_summary": (("replay_validation", "replay_validation_aggregate"), """
+        SELECT v.*, a.* EXCLUDE (run, trace_set, executor, system)
+        FROM (SELECT run, trace_set, executor, system, count(*) AS problems,
+                     round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
+                     round(100 * avg(abs(rel_error)), 2) AS mae_pct,
+                     -- signed: positive when the replay predicts too slow
+                     round(100 * avg(rel_error), 2) AS mean_bias_pct,
+                     -- the spread of the same problems measured twice; NULL without collect.repeats > 1
+                     round(100 * avg(repeat_spread), 2) AS noise_floor_pct,
+                     -- the job's draft ms per token over all sequential jobs': far from 1, load differed between them
+                     round(avg(draft_pace), 2) AS draft_pace,
+                     -- every call at its own measured time: the schedule model's error alone
+                     round(100 * avg(abs(schedule_only_ms - measured_ms) / measured_ms), 2) AS schedule_only_mae_pct
+              FROM replay_validation GROUP BY ALL) v
+        LEFT JOIN (SELECT run, trace_set, executor, system,
+                          round(100 * any_value(rel_error) FILTER (statistic = 'mean'), 2) AS mean_error_pct,
+                          round(100 * any_value(ci_low) FILTER (statistic = 'mean'), 2) AS mean_error_low_pct,
+                          round(100 * any_value(ci_high) FILTER (statistic = 'mean'), 2) AS mean_error_high_pct,
+                          round(100 * any_value(rel_error) FILTER (statistic = 'p50'), 2) AS p50_error_pct,
+                          round(100 * any_value(ci_low) FILTER (statistic = 'p50'), 2) AS p50_error_low_pct,
+                          round(100 * any_value(ci_high) FILTER (statistic = 'p50'), 2) AS p50_error_high_pct,
+                          round(100 * any_value(rel_error) FILTER (statistic = 'p90'), 2) AS p90_error_pct,
+                          round(100 * any_value(ci_low) FILTER (statistic = 'p90'), 2) AS p90_error_low_pct,
+                          round(100 * any_value(ci_high) FILTER (statistic = 'p90'), 2) AS p90_error_high_pct
+                   FROM replay_validation_aggregate GROUP BY ALL) a
+          ON a.run = v.run AND a.trace_set = v.trace_set AND a.executor = v.executor AND a.system = v.system
+        ORDER BY ALL"""),
+    # the schedule-only check per problem: the replay with every call at its own measured time, against the measured
+    "replay_schedule_only": (("replay_validation",), """
         SELECT run, trace_set, executor, system, count(*) AS problems,
-               round(avg(measured_ms), 2) AS measured_ms, round(avg(predicted_ms), 2) AS predicted_ms,
-               round(100 * avg(abs(rel_error)), 2) AS mae_pct,
-               -- signed: positive when the replay predicts too slow (docs/replay.md, validation)
-               round(100 * avg(rel_error), 2) AS mean_bias_pct,
-               -- the spread of the same problems measured twice; NULL without collect.repeats > 1
-               round(100 * avg(repeat_spread), 2) AS noise_floor_pct,
-               -- the job's draft ms per token over all sequential jobs': far from 1, load differed between jobs
-               round(avg(draft_pace), 2) AS draft_pace
-        FROM replay_validation GROUP BY ALL ORDER BY ALL"""),
+               round(avg(measured_ms), 2) AS measured_ms, round(avg(schedule_only_ms), 2) AS schedule_only_ms,
+               round(100 * avg(abs(schedule_only_ms - measured_ms) / measured_ms), 2) AS mae_pct,
+               round(100 * avg((schedule_only_ms - measured_ms) / measured_ms), 2) AS mean_bias_pct,
+               round(100 * quantile_cont(abs(schedule_only_ms - measured_ms) / measured_ms, 0.9), 2) AS p90_abs_error_pct
+        FROM replay_validation WHERE schedule_only_ms IS NOT NULL GROUP BY ALL ORDER BY ALL"""),
     # serving: each served request's outputs against the sequential collect of its problem (the bar: 100 %)
     "serving_identity": (("serving_outputs",), """
         SELECT run, dataset, algorithm, count(*) AS requests, count(DISTINCT problem_id) AS problems,

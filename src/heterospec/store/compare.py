@@ -5,9 +5,9 @@
 dataset and executor, the problems both collected and of them those with the same answer and path (output, answer,
 stop, steps written by whom, backtracks), the same controller steps (each proposal's position, verdict and the PRM's
 reward for the draft's step), the same PRM calls (step, attempt, reward to 1e-6, verdict) and the same KVMU pointer
-log (mode, valid, current, step-ahead, reason, in order; sequential executor only). Timing-dependent fields are
-not compared: call times, a cancelled prefetch's length, and under ``step_ahead`` the KVMU log, whose step-ahead
-rows record how far the draft got before each verdict (two runs of one configuration differ there).
+log (mode, valid, current, step-ahead, reason, in order). Timing-dependent fields are not compared: call times, a
+cancelled prefetch's length, and the step-ahead pointer of a step drafted ahead (``step_ahead`` rows: how far the
+draft got before a reject cancelled it; two runs of one configuration differ there, and nowhere else in the log).
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ c AS (
   FROM collect_calls WHERE role = 'prm' GROUP BY ALL),
 k AS (
   SELECT run, dataset, algorithm, executor, problem_id,
-         string_agg(concat_ws(':', mode, valid, current, step_ahead, reason), ';' ORDER BY seq) AS kvmu
+         string_agg(concat_ws(':', mode, valid, current, CASE WHEN reason <> 'step_ahead' THEN step_ahead END,
+                              reason), ';' ORDER BY seq) AS kvmu
   FROM collect_kvmu GROUP BY ALL),
 a AS (
   SELECT p.*, s.steps, c.prm, k.kvmu FROM p
@@ -65,8 +66,7 @@ def compare_collects(db: Path, a: tuple[str, str], b: tuple[str, str]) -> tuple[
            count(*) FILTER (x.answer = y.answer) AS same_answer_and_path,
            count(*) FILTER (x.steps IS NOT DISTINCT FROM y.steps) AS same_steps,
            count(*) FILTER (x.prm IS NOT DISTINCT FROM y.prm) AS same_prm_calls,
-           count(*) FILTER (x.kvmu IS NOT DISTINCT FROM y.kvmu AND x.executor = 'sequential')
-             + CASE WHEN any_value(x.executor) = 'sequential' THEN 0 END AS same_kvmu_log
+           count(*) FILTER (x.kvmu IS NOT DISTINCT FROM y.kvmu) AS same_kvmu_log
     FROM a x JOIN a y USING (dataset, executor, problem_id)
     WHERE x.run = {lit(a[0])} AND x.algorithm = {lit(a[1])} AND y.run = {lit(b[0])} AND y.algorithm = {lit(b[1])}
     GROUP BY ALL ORDER BY ALL"""

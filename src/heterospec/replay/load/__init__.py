@@ -4,7 +4,7 @@ Requests arrive (given times, a Poisson process, or a closed loop of clients: :m
 problem of a trace set replayed under a schedule exactly as the single-request replay does (:mod:`.record`); the
 devices are shared, each with a queue and a batching policy (:mod:`.batching`) priced by the profile and its batch
 curve (:mod:`.prices`, :mod:`.devices`). :func:`replay_requests` replays a list of requests and returns what each
-took and the run's aggregates (:mod:`.metrics`); :mod:`.capacity` searches the largest rate that meets an SLO;
+took and the run's aggregates (:mod:`.load_metrics`); :mod:`.capacity` searches the largest rate that meets an SLO;
 :mod:`.stage` is the workflow stage.
 
 With one request in the system at a time and every device at batch 1 (:func:`serial_plan`), every request takes
@@ -25,7 +25,7 @@ from heterospec.replay.engines import DEVICES, RESOURCES
 from heterospec.replay.latency import LatencyProfile
 from heterospec.replay.load.batching import Bounds, get_policy
 from heterospec.replay.load.devices import DevicePlan
-from heterospec.replay.load.metrics import LOAD_REQUESTS_SCHEMA, point_row, request_rows
+from heterospec.replay.load.load_metrics import LOAD_REQUESTS_SCHEMA, point_row, request_rows
 from heterospec.replay.load.prices import BatchCurve
 from heterospec.replay.load.sim import Request, Simulation, make_servers
 from heterospec.replay.problem import TracedProblem, problems_from_steps

@@ -80,22 +80,14 @@ class PricingInputs:
 
 
 def settings_of(load: Any) -> LoadSettings:
-    """From the ``load`` config section (checked by its schema); one line for a bad value."""
+    """From the ``load`` config section (its numbers range-checked by its schema at compose); one line for a device
+    without a batching policy."""
     s = LoadSettings(batching=dict(load.batching), max_batch={k: int(v) for k, v in load.max_batch.items()},
                      fpga_batch=int(load.fpga_batch), draft_lanes=int(load.draft_lanes),
                      memory_fraction=float(load.memory_fraction),
                      paper_curves={k: PublishedCurve(str(v.source), float(v.params_b), float(v.bandwidth_gbs),
                                                      tuple(v.tokens), tuple(v.ms))
                                    for k, v in load.paper_batch_curves.items()})
-    if not 0 < s.memory_fraction <= 1:
-        raise UserError(f"load.memory_fraction: {s.memory_fraction}, expected a fraction in (0, 1]")
-    for role, b in s.max_batch.items():
-        if b < 0:
-            raise UserError(f"load.max_batch.{role}: {b}, expected 1 or more (0: as many as the KV cache holds)")
-    if s.fpga_batch < 1:
-        raise UserError(f"load.fpga_batch: {s.fpga_batch}, expected 1 or more sequences per FPGA pass")
-    if s.draft_lanes < 0:
-        raise UserError(f"load.draft_lanes: {s.draft_lanes}, expected 1 or more (0: as many as the design fits)")
     missing = [r for r in RESOURCES if r not in s.batching]
     if missing:
         raise UserError(f"load.batching: no policy for {missing}; every one of {list(RESOURCES)} needs one")

@@ -34,7 +34,7 @@ from heterospec.replay.latency import LatencyProfile
 from heterospec.replay.load import LoadRun, replay_arrivals, replay_requests, serial_plan
 from heterospec.replay.load.capacity import search
 from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
-from heterospec.replay.load.metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
+from heterospec.replay.load.load_metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
                                             percentile, request_rows)
 from heterospec.replay.problem import TracedProblem, problems_from_steps
 from heterospec.replay.system import Ctx, SystemParams
@@ -237,32 +237,37 @@ def slo_limits(cfg: Any, alone: dict) -> dict:
             raise UserError(f"load.slo.seconds: {slo.seconds} s is below the unloaded P{q:g} latency "
                             f"({floor:.3f} s{'' if ref == 'own' else ' of ' + ref}); no load can meet it")
         return dict.fromkeys(alone, float(slo.seconds))
-    if not slo.multiple >= 1:
-        raise UserError(f"load.slo.multiple: {slo.multiple}, expected >= 1 (below 1 the SLO is under the unloaded "
-                        f"P{q:g} latency{'' if ref == 'own' else ' of ' + ref})")
     return {k: float(slo.multiple) * base[k if ref == "own" else ref] for k in alone}
 
 
-def warm_requests(cfg: Any, rate: float | None, fill_s: float) -> int:
-    """Requests before the counted ones: the ``load.warmup`` share, or as many as arrive while one request runs
-    (``fill_s``: the system fills before it is measured), at most twice the counted ones (far past capacity the
-    throughput shows it anyway)."""
+HOLD = 20  # counted requests: at least this many times what the system holds at once (Little's law, unloaded)
+
+
+def point_size(cfg: Any, rate: float | None, solo: Alone | None) -> tuple[int, int]:
+    """(warm-up, counted) requests of a load point. Counted: ``load.requests``, or ``HOLD`` x the requests the system
+    holds at once at this rate (rate x mean unloaded latency; a percentile of a run not much longer than a request
+    measures its start, not its steady state), at most ``load.max_requests``. Warm-up: the ``load.warmup`` share, or
+    as many as arrive during the unloaded P99 latency (the system fills before it is measured), at most twice the
+    counted ones (far past capacity the throughput shows it anyway)."""
     n = int(cfg.load.requests)
+    if rate and solo is not None and solo.latencies:
+        mean = sum(solo.latencies) / len(solo.latencies)
+        n = min(int(cfg.load.max_requests), max(n, math.ceil(HOLD * rate * mean)))
     share = math.ceil(float(cfg.load.warmup) * n / (1 - float(cfg.load.warmup)))
-    fill = math.ceil(rate * fill_s) if rate else 0
-    return min(2 * n, max(share, fill))
+    fill = math.ceil(rate * percentile(solo.latencies, 99)) if rate and solo is not None and solo.latencies else 0
+    return min(2 * n, max(share, fill)), n
 
 
-def run_point(job: Job, cfg: Any, arrivals: Arrivals, fill_s: float = 0.0) -> LoadRun:
-    """``load.requests`` counted requests of ``arrivals`` after the warm-up ones (:func:`warm_requests`); a
-    timestamps file: every time in it, the first ``load.warmup`` share not counted."""
+def run_point(job: Job, cfg: Any, arrivals: Arrivals, solo: Alone | None = None) -> LoadRun:
+    """A load point of ``arrivals`` sized by :func:`point_size`; a timestamps file: every time in it, the first
+    ``load.warmup`` share not counted."""
     if arrivals.kind == "timestamps":
         from heterospec.arrivals import read_timestamps
         total = len(read_timestamps(arrivals.path))
         warm = int(float(cfg.load.warmup) * total)
     else:
-        warm = warm_requests(cfg, arrivals.rate if arrivals.kind == "poisson" else None, fill_s)
-        total = warm + int(cfg.load.requests)
+        warm, n = point_size(cfg, arrivals.rate if arrivals.kind == "poisson" else None, solo)
+        total = warm + n
     return replay_arrivals(arrivals, job.problems, total, job.system, job.schedule, job.profile, job.plan,
                            speculation=job.speculation, recorded=job.recorded, warmup=warm)
 
@@ -277,7 +282,7 @@ def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, d
     start = 1e3 / solo.busiest_ms if solo.busiest_ms > 0 else 1.0
 
     def measure(rate: float):   # a rate the system does not keep up with misses the SLO whatever its percentile says
-        run = run_point(job, cfg, Arrivals("poisson", rate=rate, seed=seed, key="load.arrivals"), base)
+        run = run_point(job, cfg, Arrivals("poisson", rate=rate, seed=seed, key="load.arrivals"), solo)
         p = percentile([r.latency / 1e3 for r in run.requests[run.counted_from:]], q)
         return (p if run.point["keeps_up"] else math.inf), run
 
@@ -298,10 +303,10 @@ def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, d
     return entries, row
 
 
-def curve_job(job: Job, cfg: Any, rates: list[float], fill_s: float) -> list:
+def curve_job(job: Job, cfg: Any, rates: list[float], solo: Alone) -> list:
     """Load points at ``rates`` (purpose ``curve``), each with its requests."""
     seed = int(cfg.load.seed)
-    return [_entry(job, cfg, run_point(job, cfg, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), fill_s),
+    return [_entry(job, cfg, run_point(job, cfg, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), solo),
                    "curve", r) for r in rates]
 
 
@@ -349,11 +354,9 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | No
     """Capacity and latency curves for every load.systems x load.methods (module docstring), in ``workers``
     processes (default ``load.workers``)."""
     t0 = time.perf_counter()
-    if int(cfg.load.requests) < 2:
-        raise UserError(f"load.requests: {cfg.load.requests}, expected 2 or more per load point")
-    bad = [f for f in cfg.load.curve if not f > 0]
-    if bad:
-        raise UserError(f"load.curve: {bad}; expected fractions of capacity > 0")
+    if int(cfg.load.max_requests) < int(cfg.load.requests):
+        raise UserError(f"load.max_requests: {cfg.load.max_requests}, expected at least load.requests "
+                        f"({cfg.load.requests})")
     workers = int(workers or cfg.load.workers)
     jobs = make_jobs(cfg, paths, overrides)
     solo = _in_workers(alone, jobs, workers)
@@ -366,7 +369,7 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | No
     # the curve: fractions of each method's own capacity (of the system's best where it has none)
     scale = [row["capacity_rps"] or top[job.system.name] for job, (_, row) in zip(jobs, found)]
     curves = _in_workers(lambda k: curve_job(jobs[k], cfg, [f * scale[k] for f in cfg.load.curve if scale[k] > 0],
-                                             found[k][1]["unloaded_s"]), list(range(len(jobs))), workers)
+                                             solo[k]), list(range(len(jobs))), workers)
     points, requests = _tables([e for f, c in zip(found, curves) for e in f[0] + c])
     capacity = pa.Table.from_pylist([f[1] for f in found], schema=LOAD_CAPACITY_SCHEMA)
     write_parquet(requests, paths.load_requests, LOAD_REQUESTS_SCHEMA)
