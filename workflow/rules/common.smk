@@ -194,6 +194,8 @@ def serving_outputs():
 
 def serving_reference():
     """The sequential collect of the served algorithm: what every served request's outputs must equal."""
+    if not CFG.serving.enabled:
+        return []
     return [
         str(PATHS.collect_table(serving_dataset(CFG), CFG.serving.algorithm, "sequential", t))
         for t in ("problems", "calls", "steps")
