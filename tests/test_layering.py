@@ -16,7 +16,8 @@ LAYERS = [
     {"models", "tasks"},           # the trio and how one model decodes; the synthetic task and benchmarks
     {"speculative", "quantize"},   # token-level speculative decoding; W8A8
     {"reasoning"},                 # the RSD/BRSD engine (its target may write with token-level speculation)
-    {"collect", "hls", "evaluate"},  # real runs of the engine; the accelerator build; single-model decoding
+    {"collect", "serve", "hls", "evaluate"},  # real runs of the engine (one by one; served); the accelerator build;
+                                   # single-model decoding
     {"replay", "dfvg"},            # simulation; token-level decoding
     {"report", "aggregate"},       # figures and the catalogue, from stage outputs only
     {"jobs", "cli", "__main__", "gpu"},   # the workflow's job sizes; the command line; the offline GPU node's bundle and check

@@ -15,9 +15,13 @@ from heterospec.hls.tables import BREAKDOWN_SCHEMA, RESOURCES_SCHEMA
 from heterospec.models.quality_report import QUALITY_SCHEMA as MODEL_QUALITY_SCHEMA
 from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA as QUANTIZE_QUALITY_SCHEMA
 from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
+from heterospec.reasoning.serving_schemas import TABLES as SERVING_TABLES
 from heterospec.replay.artifact import REPLAY_SCHEMA as ARTIFACT_SCHEMA
 from heterospec.replay.load.load_metrics import LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA
+from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
 from heterospec.replay.measured import FIT_SCHEMA
+from heterospec.replay.serving_validate import OUTPUTS_SCHEMA as SERVING_OUTPUTS_SCHEMA
+from heterospec.replay.serving_validate import VALIDATION_SCHEMA as SERVING_VALIDATION_SCHEMA
 from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.validate import AGGREGATE_SCHEMA, VALIDATION_SCHEMA
 from heterospec.report.sources import PAPER_TABLE3_SCHEMA
@@ -36,7 +40,10 @@ SCHEMAS = {"evaluations": EVALUATION_SCHEMA, "model_quality": MODEL_QUALITY_SCHE
            "dfvg_replay": DFVG_REPLAY_SCHEMA, "sweep_points": POINTS_SCHEMA, "paper_table3": PAPER_TABLE3_SCHEMA,
            "tau_sweep": TAU_SWEEP_SCHEMA, "load_requests": LOAD_REQUESTS_SCHEMA, "load_points": LOAD_POINTS_SCHEMA,
            "load_capacity": LOAD_CAPACITY_SCHEMA,
-           **{f"collect_{k}": v for k, v in COLLECT_TABLES.items()}}
+           **{f"collect_{k}": v for k, v in COLLECT_TABLES.items()},
+           # the serving run and its validation
+           **{f"serving_{k}": v for k, v in SERVING_TABLES.items()}, "serving_batch_prices": BATCH_PRICES_SCHEMA,
+           "serving_outputs": SERVING_OUTPUTS_SCHEMA, "serving_validation": SERVING_VALIDATION_SCHEMA}
 
 
 @pytest.fixture(scope="module")

@@ -133,7 +133,7 @@ def test_ci_experiment_end_to_end(tmp_path):
     from heterospec.report.figures import FIGURES
     names = sorted(p.stem for p in (run / "figures").glob("*.png"))
     assert names == ["accuracy_latency", "figure10", "figure8", "hls_breakdown", "hls_latency", "kvmu_resources",
-                     "methods", "replay_validation", "table3", "tau_sweep", "time_shares"]
+                     "methods", "replay_validation", "serving_load", "table3", "tau_sweep", "time_shares"]
     q = heterospec("query", "SELECT DISTINCT trace_set, design FROM replay_figure8 WHERE run = 'ci' ORDER BY ALL",
                    "--db", str(db), "--format", "json")
     assert {(r["trace_set"], r["design"]) for r in json.loads(q.stdout)} == {
@@ -154,9 +154,9 @@ def test_ci_experiment_end_to_end(tmp_path):
         assert png in text, name
 
     # a sweep over the algorithm: one run per value on the same trio, never a train_model job (hls and the collect
-    # variants off: faster)
+    # variants and the serving run off: faster)
     sweep = snakemake("--cores", "2", "--directory", str(tmp_path), "--config", "experiment=ci",
-                      "overrides=hls.enabled=false collect.algorithms=[rsd,brsd]", "sweep=algorithm.threshold=0.5,0.7,0.9")
+                      "overrides=hls.enabled=false collect.algorithms=[rsd,brsd] serving.enabled=false", "sweep=algorithm.threshold=0.5,0.7,0.9")
     out = sweep.stdout + sweep.stderr
     assert sweep.returncode == 0, out[-4000:]
     logs = "".join(p.read_text() for p in tmp_path.glob("results/ci*.sweep+*/logs/sweep_*.log"))

@@ -186,6 +186,19 @@ class JobSizes:
         return Need(threads=cores * int(c.threads_per_role), gpu=cuda_gpus(list(self.devices.values())),
                     mem_mb=self.serving_mb(loaded, processes), runtime=self._minutes(seconds))
 
+    def _serve(self) -> Need:
+        """A serving run: the problems once, then every load point's requests ``serving.repeats`` times, on the
+        collect's three workers (as a collect job asks, so it runs alone on a small machine)."""
+        s = self.cfg.serving
+        points = len(s.timestamps) if s.arrivals == "timestamps" else len(s.loads)
+        n = int(s.problems) + int(s.requests) * points * int(s.repeats)
+        alg = self.cfg.algorithm
+        tokens = min(int(alg.max_steps) * int(alg.max_tokens_per_call), int(self.cfg.eval_max_new_tokens))
+        seconds = n * tokens * sum(self.token_s(r) for r in ROLES)
+        cores = 2 if all(self.devices[r] == "cpu" for r in ROLES) else 3
+        return Need(threads=cores * int(self.cfg.collect.threads_per_role), gpu=cuda_gpus(list(self.devices.values())),
+                    mem_mb=self.serving_mb(ROLES, 4), runtime=self._minutes(seconds))
+
     def _collect_timed(self, dataset: str, shard: str) -> Need:
         """The timed collects of one shard in one session (heterospec.collect.run_timed): one collect's request, the
         time of all of them, each ``collect.repeats`` times."""

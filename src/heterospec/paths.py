@@ -188,6 +188,23 @@ class RunPaths:
     def collect_root(self) -> Path:
         return self.root / "collect"
 
+    # serving: a serving run's tables (heterospec.serve) and its journal; the load replay validated against it
+    def serving_table(self, table: str) -> Path:
+        return self.root / "serving" / f"{table}.parquet"
+
+    @property
+    def serving_journal(self) -> Path:
+        return self.root / "serving" / "journal"
+
+    @property
+    def serving_validation(self) -> Path:
+        return self.root / "serving" / "validation.parquet"
+
+    @property
+    def serving_outputs(self) -> Path:
+        """Each served request's outputs against the sequential collect's for the same problem."""
+        return self.root / "serving" / "outputs.parquet"
+
     @property
     def hls_perf(self) -> Path:
         """The HLS stage's per-token latency table (read by the replay's ``hls`` profile)."""

@@ -10,6 +10,7 @@ from heterospec.config.snakemake import run_overrides, validate_config
 from heterospec.config.collect_variants import check_collect, draft_implementation, is_variant, timed_collects
 from heterospec.config.drafts import is_board
 from heterospec.config.collect_variants import executors as collect_executors
+from heterospec.config.serving_checks import check_serving, serving_dataset
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
@@ -29,6 +30,8 @@ try:  # --config first (workflow/schemas/config.schema.yaml), then the Hydra con
     SWEEP = parse_sweep(config["sweep"]) if config.get("sweep") else None
     JOBS = JobSizes(CFG, {d: RESOLVED.dataset(d) for d in CFG.datasets})
     check_collect(CFG)  # every collect.algorithms name: an algorithm config or a collect.variants entry
+    if CFG.serving.enabled:
+        check_serving(CFG)  # loads, batch sizes, a draft that can serve (heterospec.config.serving_checks)
 except UserError as e:
     print(f"heterospec: {e}", file=sys.stderr)
     sys.exit(2)
@@ -182,6 +185,23 @@ def validation_outputs():
     return [str(PATHS.replay_validation), str(PATHS.replay_validation_aggregate), str(PATHS.replay_fit)]
 
 
+def serving_outputs():
+    """The serving run and the load replay's validation against it (serving.enabled)."""
+    if not CFG.serving.enabled:
+        return []
+    return [str(PATHS.serving_validation), str(PATHS.serving_outputs)]
+
+
+def serving_reference():
+    """The sequential collect of the served algorithm: what every served request's outputs must equal."""
+    if not CFG.serving.enabled:
+        return []
+    return [
+        str(PATHS.collect_table(serving_dataset(CFG), CFG.serving.algorithm, "sequential", t))
+        for t in ("problems", "calls", "steps")
+    ]
+
+
 def ours_outputs():
     """Our sequential collect traces replayed on the paper's systems (heterospec.report.sources), for Figure 8."""
     if not validation_outputs() or not ours_profiles(CFG):
@@ -291,6 +311,7 @@ def stage_outputs():
         *replay_outputs(),
         *collections(),
         *validation_outputs(),
+        *serving_outputs(),
         *hls_outputs(),
         *dfvg_outputs(),
         *ours_outputs(),
@@ -350,6 +371,7 @@ FIGURE_SOURCES = {
     "load_utilisation": load_outputs,
     "accuracy_latency": ours_outputs,
     "replay_validation": validation_outputs,
+    "serving_load": serving_outputs,
     "dfvg_tau": dfvg_outputs,
     "dfvg_speedups": dfvg_outputs,
     "dfvg_designs": dfvg_outputs,

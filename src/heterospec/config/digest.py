@@ -77,6 +77,12 @@ READS: dict[str, tuple[str | Entries, ...]] = {
                                                      "step_ahead_sd", "hetero_sd"))),
     "replay_validate": ("replay", "models", "schedule", Entries("system", "system", "replay.validate_system"),
                         Entries("schedule", "schedule", "replay.validate_schedules")),
+    # a serving run: its section, the served algorithm, the trio, the devices (and their memory: the KV bound), the draft
+    "serve": ("serving", Entries("collect_variant", "algorithm", "serving.algorithm"), "models", "system.torch_devices",
+              Entries("system", "system", "system.name"), "collect.draft", "collect.threads_per_role",
+              Entries("dataset", "dataset", "datasets")),
+    # the outputs check, and the load replay on the collect system with the run's load settings (memory, curves)
+    "serving_validate": ("serving", "models", "system.torch_devices", Entries("system", "system", "system.name"), "load"),
     "dfvg_collect": ("dfvg", "token_speculation", "models", "system.torch_devices",
                      Entries("dataset", "dataset", ("synthetic",))),
     "dfvg_replay": ("dfvg", "models", "replay.call_overhead_ms"),

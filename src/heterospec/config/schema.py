@@ -253,6 +253,28 @@ class CollectConfig:
 COLLECT_GRID = ("algorithms", "executors", "variants")
 
 
+# ----------------------------------------------------------------------------- serving
+@dataclass
+class ServingConfig:
+    """A serving run (heterospec.serve, docs/serving.md): several problems in flight through the collect's three workers,
+    the PRM and the target batching, measured at a few loads; the load replay is validated against it."""
+    enabled: bool = False            # serve (and validate the load replay) in this run
+    algorithm: str = "brsd"          # an algorithm config of collect.algorithms: its sequential collect is the reference
+    dataset: str = ""                # one of the run's datasets (empty: the first)
+    problems: int = number(4, ge=1)  # distinct problems the requests ask (the dataset's first), each equally often
+    requests: int = number(16, ge=1)  # requests per load point
+    arrivals: str = "poisson"        # poisson | closed | timestamps (heterospec.arrivals)
+    # poisson: arrival rate as a multiple of the unloaded rate (1 / the mean latency of the problems served one at a
+    # time, measured first); closed: clients; timestamps: ignored (one load point per file of `timestamps`)
+    loads: list[float] = number(factory=lambda: [0.5, 1.5, 4.0], gt=0)
+    timestamps: list[str] = field(default_factory=list)  # arrivals=timestamps: a file of arrival times per load point
+    think_s: float = number(0.0, ge=0)  # closed: seconds from a client's answer to its next request
+    repeats: int = number(2, ge=1)   # runs of every load point, in rounds over the loads (drift shows between rounds)
+    seed: int = number(0, ge=0)      # arrival times and which problem each request asks
+    # requests per pass: the draft 1 (the FPGA's batch-1 lane; > 1: it batches like the target), PRM and target
+    max_batch: dict[str, int] = number(factory=lambda: {"draft": 1, "prm": 8, "target": 8}, ge=1)
+
+
 # ----------------------------------------------------------------------------- replay
 @dataclass
 class SpeculationPricesConfig:
@@ -462,6 +484,7 @@ class Config:
     schedule: ScheduleConfig = MISSING
     collect: CollectConfig = field(default_factory=CollectConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
+    serving: ServingConfig = field(default_factory=ServingConfig)
     quantize: QuantizeConfig = field(default_factory=QuantizeConfig)
     hls: HlsConfig = MISSING
     dfvg: DfvgConfig = MISSING

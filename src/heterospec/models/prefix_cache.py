@@ -54,13 +54,16 @@ class PrefixCache:
             del self.ids[n:]
         return max(0, dropped)
 
-    def advance(self, context: list[int]) -> tuple[torch.Tensor, int, int]:
-        """Make the cache cover ``context`` and return (logits at its last position, dropped, fed)."""
+    def prepare(self, context: list[int]) -> tuple[int, list[int]]:
+        """Roll back to the longest prefix of ``context`` held; returns (dropped, the tokens still to feed)."""
         keep = common_prefix(self.ids, context)
         if keep == len(context):  # fully cached, but the logits at the end are not: re-feed one token
             keep -= 1
-        dropped = self.rollback(keep)
-        new = context[keep:]
+        return self.rollback(keep), context[keep:]
+
+    def advance(self, context: list[int]) -> tuple[torch.Tensor, int, int]:
+        """Make the cache cover ``context`` and return (logits at its last position, dropped, fed)."""
+        dropped, new = self.prepare(context)
         logits = self.feed(new)
         return logits, dropped, len(new)
 

@@ -45,16 +45,42 @@ def implementations(cfg, alg, decodings: dict | None) -> dict[str, str]:
     return out
 
 
+def trace_rows(problem, out, rec, prompt_tokens: int, latency: float, stats: dict) -> dict[str, list[dict]]:
+    """One solved problem's rows for the calls, steps, problems, kvmu and rounds tables (run fields not filled), from
+    the controller's outcome, the executor's recorder and the draft's counters and KVMU log (``stats``)."""
+    text = "".join(n.step.text for n in out.path)
+    calls = rec.rows
+
+    def gen(role: str) -> int:
+        return sum(r["tokens_out"] for r in calls if r["role"] == role)
+
+    problem_row = dict(
+        problem_id=problem.id, answer=problem.answer, prediction=last_boxed(text),
+        correct=grade(text, problem.answer), output=text, stop=out.stop, steps=len(out.path),
+        draft_steps=sum(n.author == "draft" for n in out.path),
+        target_steps=sum(n.author == "target" for n in out.path), backtracks=out.backtracks,
+        draft_tokens=gen("draft"), target_tokens=gen("target"),
+        prm_calls=sum(r["role"] == "prm" for r in calls), prompt_tokens=prompt_tokens,
+        draft_processed=stats["processed"], draft_ingested=stats["ingested"], latency_s=latency)
+    kvmu = [dict(problem_id=problem.id, seq=i, t_ns=t - rec.t0, mode=mode, valid=v, current=c, step_ahead=s,
+                 reason=why) for i, (t, mode, v, c, s, why) in enumerate(stats["kvmu"])]
+    return {"calls": [dict(problem_id=problem.id, **r) for r in calls],
+            "steps": [dict(problem_id=problem.id, **r) for r in rec.steps], "problems": [problem_row], "kvmu": kvmu,
+            "rounds": [dict(problem_id=problem.id, **r) for r in rec.round_rows()]}
+
+
 class Session:
     """Draft, PRM and target, each on the device ``system.torch_devices`` names; the target writes plainly or, with
     ``algorithm.target_decoding`` a strategy, by token-level speculation with a copy of the run's draft beside it."""
 
     def __init__(self, cfg, checkpoints: dict[str, str], processes: bool = True, threads: int = 1, alg=None,
-                 speculative_draft: str | None = None, decodings: dict | None = None):
+                 speculative_draft: str | None = None, decodings: dict | None = None, serving: dict | None = None):
         """``alg``: the algorithm run (default ``cfg.algorithm``); ``speculative_draft``: the float draft checkpoint
         the target speculates with (default ``checkpoints["draft"]``; the run's draft may be a W8A8 export);
         ``decodings``: per role, a :class:`~heterospec.models.decoding.DecodingRecipe` the stage built (the kernel
-        draft); a role without one decodes plainly (the target: or speculatively, as the algorithm says)."""
+        draft); a role without one decodes plainly (the target: or speculatively, as the algorithm says);
+        ``serving``: per role, the most requests in one pass, for a serving run's workers
+        (:mod:`heterospec.reasoning.serving`)."""
         from heterospec.models.loading import load_tokenizer
         from heterospec.speculative.stepwise import speculative_recipe
 
@@ -83,6 +109,7 @@ class Session:
                                               temperature=alg.temperature,
                                               quantized=r == "draft" and draft_implementation(cfg) == "w8a8",
                                               cpus=placement[r][0], nice=placement[r][1],
+                                              serving=(serving or {}).get(r, 0),
                                               decoding=(decodings or {}).get(r) or
                                               (target_decoding if r == "target" else None)))
             for role in self.roles.values():      # started side by side; a worker that fails to load says so here
@@ -115,27 +142,7 @@ class Session:
         out = solve(ex, alg)
         ex.finish()
         latency = time.perf_counter() - t0
-        stats = self.roles["draft"].call("stats")
-        text = "".join(n.step.text for n in out.path)
-        calls = ex.rec.rows
-
-        def gen(role: str) -> int:
-            return sum(r["tokens_out"] for r in calls if r["role"] == role)
-
-        problem_row = dict(
-            problem_id=problem.id, answer=problem.answer, prediction=last_boxed(text),
-            correct=grade(text, problem.answer), output=text, stop=out.stop, steps=len(out.path),
-            draft_steps=sum(n.author == "draft" for n in out.path),
-            target_steps=sum(n.author == "target" for n in out.path), backtracks=out.backtracks,
-            draft_tokens=gen("draft"), target_tokens=gen("target"),
-            prm_calls=sum(r["role"] == "prm" for r in calls), prompt_tokens=len(prompt),
-            draft_processed=stats["processed"], draft_ingested=stats["ingested"], latency_s=latency)
-        t_start = ex.rec.t0
-        kvmu = [dict(problem_id=problem.id, seq=i, t_ns=t - t_start, mode=mode, valid=v, current=c, step_ahead=s,
-                     reason=why) for i, (t, mode, v, c, s, why) in enumerate(stats["kvmu"])]
-        return {"calls": [dict(problem_id=problem.id, **r) for r in calls],
-                "steps": [dict(problem_id=problem.id, **r) for r in ex.rec.steps], "problems": [problem_row], "kvmu": kvmu,
-                "rounds": [dict(problem_id=problem.id, **r) for r in ex.rec.round_rows()]}
+        return trace_rows(problem, out, ex.rec, len(prompt), latency, self.roles["draft"].call("stats"))
 
     def close(self) -> None:
         for role in self.roles.values():

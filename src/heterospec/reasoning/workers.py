@@ -33,6 +33,7 @@ class RoleSpec:
     nice: int = 0         # OS priority offset of the worker (speculative roles yield the CPU to the critical path)
     decoding: Any = None  # draft and target: a DecodingRecipe (reasoning.roles) for another way of writing; None: plain
                           # (a target's other decoding also offers plain writes: SpeculativeTarget)
+    serving: int = 0      # a serving worker (reasoning.serving_roles): the most requests in one pass; 0: a collect's
 
 
 def check_device(role: str, device: str) -> None:
@@ -68,6 +69,9 @@ def build_role(spec: RoleSpec):
     from heterospec.reasoning.roles import Call, StepWriter
 
     torch.set_num_threads(spec.threads)
+    if spec.serving:
+        from heterospec.reasoning.serving_roles import build_serving_role
+        return build_serving_role(spec)
     if spec.role == "prm":
         prm = load_prm(spec.path, device=spec.device, dtype=spec.dtype, prompt=spec.prompt, step_token=spec.step_token)
         return StepScorer(prm.protocol, PrefixCache(prm.model), Call)
@@ -144,6 +148,8 @@ def _serve(spec: RoleSpec, conn, cancel) -> None:
         conn.send((-1, "error", traceback.format_exc()))
         return
     conn.send((-1, "ok", None))
+    if spec.serving:
+        role.waiting = conn.poll      # a batching writer stops between passes when new writes wait to join
     while True:
         try:
             req_id, method, args = conn.recv()

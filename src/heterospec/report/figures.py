@@ -198,6 +198,34 @@ def replay_validation(rows):
     return fig
 
 
+def serving_load(rows):
+    """A serving run against the load replay: P50 and P90 latency and throughput per load point, each measured repeat
+    a marker, the replay on the same arrivals a line."""
+    def offered(r):
+        return r["rate_per_s"] if r["rate_per_s"] is not None else r["load"]
+
+    poisson = all(r["rate_per_s"] is not None for r in rows)
+    fig, axes = panels(3, width=3.8, height=3.2,
+                       title=f"Serving {rows[0]['algorithm'].upper()} on this machine against the load replay "
+                             f"({rows[0]['profile'] or 'not replayed'} profile)")
+    for ax, (m, label) in zip(axes, [("p50_s", "P50 latency (s)"), ("p90_s", "P90 latency (s)"),
+                                     ("throughput", "throughput (requests/s)")]):
+        for rep, marker in zip(sorted({r["repeat"] for r in rows}), "os^v"):
+            pts = sorted((offered(r), r[f"measured_{m}"]) for r in rows if r["repeat"] == rep)
+            ax.plot(*zip(*pts), marker=marker, ls="none", color="tab:blue", label=f"measured, repeat {rep}")
+        replayed = sorted({(offered(r), r[f"replayed_{m}"]) for r in rows if r[f"replayed_{m}"] is not None})
+        if replayed:
+            ax.plot(*zip(*replayed), marker="x", color="tab:orange", label="load replay")
+        if m == "throughput" and poisson:
+            top = max(offered(r) for r in rows)
+            ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--", label="offered load")
+        ax.set_xlabel("offered load (requests/s)" if poisson else f"load ({rows[0]['arrivals']})")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+    legend_right(fig, axes, "")
+    return fig
+
+
 def dfvg_tau(rows):
     """DFVG: τ (tokens per verification round) against drafted tokens per round, per strategy."""
     fig, (ax,) = panels(1, width=5, height=4, title="DFVG: τ against drafted tokens per round")
@@ -354,6 +382,7 @@ FIGURES: dict[str, Figure] = {
     "tau_sweep": Figure("tau_sweep_design", tau_sweep, "Replay"),
     "accuracy_latency": Figure("accuracy_latency", accuracy_latency, "Replay"),
     "replay_validation": Figure("replay_validation_summary", replay_validation, "Replay"),
+    "serving_load": Figure("serving_validation", serving_load, "Serving"),
     "dfvg_tau": Figure("dfvg_summary", dfvg_tau, "DFVG"),
     "dfvg_speedups": Figure("dfvg_speed", dfvg_speedups, "DFVG"),
     "dfvg_designs": Figure("dfvg_replay_summary", dfvg_designs, "DFVG"),

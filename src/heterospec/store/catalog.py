@@ -39,6 +39,14 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "collect_steps": "results/*/collect/*/*/*/steps.parquet",       # the controller's steps (collect_steps/v1)
     "collect_repeats": "results/*/collect/*/*/*/repeats.parquet",   # every round's timings (collect.repeats)
     "collect_rounds": "results/*/collect/*/*/*/rounds.parquet",     # speculative target writes' rounds (v1)
+    # a serving run (heterospec.serve) and the load replay's validation against it (docs/serving.md)
+    "serving_requests": "results/*/serving/requests.parquet",
+    "serving_calls": "results/*/serving/calls.parquet",
+    "serving_steps": "results/*/serving/steps.parquet",
+    "serving_passes": "results/*/serving/passes.parquet",
+    "serving_batch_prices": "results/*/serving/batch_prices.parquet",   # its passes as batch_prices/v1
+    "serving_outputs": "results/*/serving/outputs.parquet",
+    "serving_validation": "results/*/serving/validation.parquet",
     "dfvg_generations": "results/*/dfvg/*/generations.parquet",
     "dfvg_rounds": "results/*/dfvg/*/rounds.parquet",
     "dfvg_replay": "results/*/dfvg/replay.parquet",
@@ -182,6 +190,62 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                round(100 * avg((schedule_only_ms - measured_ms) / measured_ms), 2) AS mean_bias_pct,
                round(100 * quantile_cont(abs(schedule_only_ms - measured_ms) / measured_ms, 0.9), 2) AS p90_abs_error_pct
         FROM replay_validation WHERE schedule_only_ms IS NOT NULL GROUP BY ALL ORDER BY ALL"""),
+    # serving: each served request's outputs against the sequential collect of its problem (the bar: 100 %)
+    "serving_identity": (("serving_outputs",), """
+        SELECT run, dataset, algorithm, count(*) AS requests, count(DISTINCT problem_id) AS problems,
+               count(*) FILTER (identical_answer) AS identical_answers,
+               count(*) FILTER (identical_output) AS identical_outputs,
+               count(*) FILTER (identical_steps) AS identical_steps,
+               count(*) FILTER (identical_verdicts) AS identical_verdicts,
+               count(*) FILTER (identical_calls) AS identical_calls,
+               round(100 * avg((identical_answer AND identical_output AND identical_steps AND identical_verdicts
+                                AND identical_calls)::INTEGER), 1) AS identical_pct,
+               sum(prm_calls) AS prm_calls, max(max_score_diff) AS max_prm_score_diff
+        FROM serving_outputs GROUP BY ALL ORDER BY ALL"""),
+    # serving: per load point, the measured P50 / P90 latency and throughput (mean of the repeats) against the load
+    # replay's on the same arrivals, the errors (signed, %: positive when the replay is slower or serves more) and the
+    # measured spread of the repeats ((max - min) / mean, %); the bars: |P50|, |P90| errors <= 10 %, throughput <= 5 %
+    "serving_load": (("serving_validation",), """
+        WITH v AS (
+            SELECT run, dataset, algorithm, load_index, any_value(arrivals) AS arrivals, any_value(load) AS load,
+                   any_value(rate_per_s) AS rate_per_s, count(*) AS repeats, sum(requests) AS requests,
+                   any_value(system) AS system, any_value(schedule) AS schedule, any_value(profile) AS profile,
+                   avg(measured_p50_s) AS m50, avg(replayed_p50_s) AS r50, max(measured_p50_s) - min(measured_p50_s) AS s50,
+                   avg(measured_p90_s) AS m90, avg(replayed_p90_s) AS r90, max(measured_p90_s) - min(measured_p90_s) AS s90,
+                   avg(measured_throughput) AS mt, avg(replayed_throughput) AS rt,
+                   max(measured_throughput) - min(measured_throughput) AS st
+            FROM serving_validation GROUP BY run, dataset, algorithm, load_index)
+        SELECT run, dataset, algorithm, load_index, arrivals, load, round(rate_per_s, 4) AS rate_per_s, repeats,
+               requests, system, schedule, profile,
+               round(m50, 4) AS measured_p50_s, round(r50, 4) AS replayed_p50_s,
+               round(100 * (r50 - m50) / m50, 2) AS p50_error_pct, round(100 * s50 / m50, 2) AS p50_spread_pct,
+               round(m90, 4) AS measured_p90_s, round(r90, 4) AS replayed_p90_s,
+               round(100 * (r90 - m90) / m90, 2) AS p90_error_pct, round(100 * s90 / m90, 2) AS p90_spread_pct,
+               round(mt, 4) AS measured_throughput, round(rt, 4) AS replayed_throughput,
+               round(100 * (rt - mt) / mt, 2) AS throughput_error_pct, round(100 * st / mt, 2) AS throughput_spread_pct,
+               abs(r50 - m50) <= 0.10 * m50 AND abs(r90 - m90) <= 0.10 * m90 AND abs(rt - mt) <= 0.05 * mt AS within_bars
+        FROM v ORDER BY run, dataset, algorithm, load_index"""),
+    # serving: every load-point run in session order, so drift shows: its latency and throughput, queueing per role,
+    # the batches the PRM and the target ran, the draft's pace
+    "serving_runs": (("serving_requests", "serving_passes"), """
+        WITH p AS (
+            SELECT run, load_index, repeat,
+                   round(sum(end_ns - start_ns) FILTER (role = 'draft' AND phase = 'decode') / 1e6
+                         / nullif(sum(forwards) FILTER (role = 'draft' AND phase = 'decode'), 0), 3) AS draft_ms_per_token,
+                   round(avg(batch) FILTER (role = 'prm'), 2) AS prm_mean_batch,
+                   round(avg(batch) FILTER (role = 'target' AND phase = 'decode'), 2) AS target_mean_batch,
+                   max(batch) FILTER (role = 'target') AS target_max_batch
+            FROM serving_passes GROUP BY ALL)
+        SELECT q.run, q.sequence, q.load_index, q.repeat, any_value(q.arrivals) AS arrivals, any_value(q.load) AS load,
+               round(any_value(q.rate_per_s), 4) AS rate_per_s, count(*) AS requests,
+               round(median(q.latency_s), 4) AS p50_s, round(quantile_cont(q.latency_s, 0.9), 4) AS p90_s,
+               round(count(*) / (max(q.finish_s) - min(q.arrival_s)), 4) AS throughput,
+               round(avg(q.draft_queue_s), 4) AS draft_queue_s, round(avg(q.prm_queue_s), 4) AS prm_queue_s,
+               round(avg(q.target_queue_s), 4) AS target_queue_s,
+               any_value(p.draft_ms_per_token) AS draft_ms_per_token, any_value(p.prm_mean_batch) AS prm_mean_batch,
+               any_value(p.target_mean_batch) AS target_mean_batch, any_value(p.target_max_batch) AS target_max_batch
+        FROM serving_requests q LEFT JOIN p USING (run, load_index, repeat)
+        GROUP BY q.run, q.sequence, q.load_index, q.repeat ORDER BY q.run, q.sequence"""),
     # the paper's Table III: method x dataset x model config (RSD/BRSD answers do not depend on the executor); the
     # token-level baseline target_sd beside the single models; the collect variants (collect.variants) after BRSD
     "table3": (("evaluations", "collect_problems"), """
