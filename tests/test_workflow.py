@@ -133,7 +133,8 @@ def test_ci_experiment_end_to_end(tmp_path):
     from heterospec.report.figures import FIGURES
     names = sorted(p.stem for p in (run / "figures").glob("*.png"))
     assert names == ["accuracy_latency", "figure10", "figure8", "hls_breakdown", "hls_latency", "kvmu_resources",
-                     "methods", "replay_validation", "serving_load", "table3", "tau_sweep", "time_shares"]
+                     "load_capacity", "load_latency", "load_utilisation", "methods", "replay_validation",
+                     "serving_load", "table3", "tau_sweep", "time_shares"]
     q = heterospec("query", "SELECT DISTINCT trace_set, design FROM replay_figure8 WHERE run = 'ci' ORDER BY ALL",
                    "--db", str(db), "--format", "json")
     assert {(r["trace_set"], r["design"]) for r in json.loads(q.stdout)} == {
