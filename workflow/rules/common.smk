@@ -16,7 +16,7 @@ from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
 from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
-from heterospec.report.tau_sweep import sweep_path
+from heterospec.report.tau_sweep import sweep_path, sweeps_ours
 from heterospec.report.sweep import parse_sweep, sweep_name
 from heterospec import workflow_log
 
@@ -219,8 +219,13 @@ def tau_sweep_outputs():
 
 
 def tau_sweep_inputs(wildcards):
+    """Our sequential collect traces when the run collects (heterospec.report.tau_sweep.sweeps_ours; an experiment
+    without collect, artifact_replay, has none), the artifact's imported traces when the run imports them, and the
+    HLS performance model when a profile prices with it."""
+    ours = collections(plain=True) if sweeps_ours(CFG) else []
     events = [str(PATHS.replay_events(ts)) for ts in CFG.replay.trace_sets] if replay_outputs() else []
-    return collections(plain=True) + events
+    hls = [str(PATHS.hls_perf)] if "hls" in ours_profiles(CFG) else []
+    return ours + events + hls
 
 
 def paper_outputs():

@@ -45,17 +45,28 @@ def sweep_path(paths: RunPaths) -> Path:
     return paths.root / "report" / "tau_sweep.parquet"
 
 
+def sweeps_ours(cfg: Any) -> bool:
+    """Whether the sweep reads traces of our own: the run collects an algorithm config (not a collect variant) with
+    the sequential executor on some dataset. An experiment without collect (``artifact_replay``) sweeps only the
+    artifact's imported traces."""
+    from heterospec.config.collect_variants import timed_collects
+
+    return bool(cfg.datasets) and any(e == "sequential" for _, e in timed_collects(cfg))
+
+
 def _trace_sets(cfg: Any, paths: RunPaths) -> list[tuple[str, pa.Table]]:
-    """(name, steps) of our sequential collect traces and of the artifact's imported traces, where present."""
+    """(name, steps) of our sequential collect traces (when the run collects them) and of the artifact's imported
+    traces, where present."""
     from heterospec.replay.importer import read_events
     from heterospec.replay.steps import steps_from_calls, steps_from_events
     from heterospec.replay.collect_traces import find_traces, plain_traces
 
     out = []
-    calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
-    for (algorithm, executor), table in sorted(calls.items()):
-        if executor == "sequential":
-            out.append((f"ours_{algorithm}", steps_from_calls(table, f"ours_{algorithm}")))
+    if sweeps_ours(cfg):
+        calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
+        for (algorithm, executor), table in sorted(calls.items()):
+            if executor == "sequential":
+                out.append((f"ours_{algorithm}", steps_from_calls(table, f"ours_{algorithm}")))
     for ts in cfg.replay.trace_sets:
         if paths.replay_events(ts).exists():
             out.append((ts, steps_from_events(read_events(paths.replay_events(ts)), ts)))
@@ -73,8 +84,8 @@ def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
 
     sets = _trace_sets(cfg, paths)
     if not sets:
-        raise UserError(f"{paths.collect_root}: no sequential collect traces (and no imported artifact traces) "
-                        f"to sweep tau over")
+        raise UserError(f"{paths.root}: no sequential collect traces and no imported artifact traces "
+                        f"(replay.trace_sets {list(cfg.replay.trace_sets)}) to sweep tau over")
     base = token_speculation(cfg)
     systems = system_configs(cfg)
     plain = [compose_schedule(cfg, overrides, s, "the tau sweep") for s in PLAIN]
