@@ -33,10 +33,10 @@ def test_readme_tables_of_a_run(tmp_path):
     r = heterospec("tables", "r1", "--db", str(db))
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert "Accuracy, Table III (README status) — run r1, view table3" in out
+    assert "Accuracy, Table III — run r1, view table3" in out
     assert "synthetic  draft_only   4         25" in out and "synthetic  target_only  4         100" in out, out
     table3 = out.split("view table3\n")[1].split("\n\n")[0]
     assert table3.endswith("(2 rows)"), table3              # r1's two methods, not r2's
-    assert "Model quality (README status; docs/models.md): no rows for run r1 in model_quality" in out
+    assert "Model quality (docs/models.md): no rows for run r1 in model_quality" in out
     r = heterospec("tables", "nope", "--db", str(db))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "run nope: none of the README's tables" in r.stderr

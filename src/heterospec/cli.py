@@ -9,6 +9,7 @@
     heterospec summary RUN                        what a finished run produced (its accuracy or sweep table)
     heterospec check [RUN]                        every model, export and kernel file against its manifest's sha256
     heterospec tables [RUN]                       the README's tables of a run (default: default), from the views
+    heterospec results-doc [RUN] [--check]        docs/results/<run>.md and the README's results blocks, from a run
     heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
     heterospec gpu bundle|check                   the GPU path on an offline node (docs/gpu_check.md)
@@ -24,6 +25,7 @@ from pathlib import Path
 from heterospec import stage
 from heterospec.errors import UserError
 from heterospec.paths import DUCKDB_FILE
+from heterospec.store.results_page import README_TABLES
 from heterospec.text_table import format_table
 
 
@@ -142,32 +144,6 @@ def _check(args) -> None:
           + (f"{len(bad)} damaged or missing" if bad else "all intact"), file=sys.stderr)
     if bad:
         sys.exit(1)
-# The README's tables of a run, each from one catalogue view: (title, view, columns). `heterospec tables RUN`
-# prints them, so the numbers after a change of default are one command away.
-README_TABLES = (
-    ("Model quality (README status; docs/models.md)", "model_quality",
-     "problems, draft_accuracy, target_accuracy, prm_auroc, prm_false_reject, prm_miss, threshold, "
-     "prm_auroc_corruptions, train_s_draft, train_s_prm, train_s_target, meets_bars"),
-    ("Accuracy, Table III (README status)", "table3", "dataset, method, problems, accuracy"),
-    ("Collection (README status: target-written share, KV reuse)", "collect_summary",
-     "dataset, algorithm, executor, problems, accuracy, target_step_share, mean_backtracks, draft_kv_reuse_ratio, "
-     "mean_latency_s"),
-    ("Step-ahead over sequential, same problems (README status)", "step_ahead_speedup",
-     "dataset, algorithm, problems, speedup, identical_outputs_pct"),
-    ("Replay validation (README status; docs/validation.md)", "replay_validation_summary",
-     "trace_set, executor, system, problems, measured_ms, predicted_ms, mae_pct, mean_bias_pct, noise_floor_pct, "
-     "draft_pace, schedule_only_mae_pct, mean_error_pct, p50_error_pct, p90_error_pct"),
-    ("DFVG: tau per strategy (README DFVG table; docs/dfvg.md)", "dfvg_summary",
-     "strategy, prompts, rounds, tau, acceptance_rate, draft_efficiency, mean_nodes, mean_depth, draft_passes"),
-    ("DFVG: CPU wall clock, one timing per method (the README's table is the bench's fastest of 3)", "dfvg_speed",
-     "method, prompts, tokens, wall_s, tokens_per_s, speedup_vs_target_greedy, speedup_vs_hf_assisted, "
-     "identical_pct"),
-    ("DFVG: simulated FPGA + GPU (README DFVG table)", "dfvg_replay_summary",
-     "profile, strategy, design, tokens_per_s, j_per_token, speedup_vs_plain, energy_gain_vs_plain, "
-     "speedup_vs_gpu_only"),
-)
-
-
 def _tables(args) -> None:
     """The README's tables for one run, from the catalogue's views; a view the run has no rows in says so."""
     from heterospec.store.catalog import query
@@ -188,6 +164,29 @@ def _tables(args) -> None:
     if not printed:
         raise UserError(f"run {args.run}: none of the README's tables has rows in {args.db}; "
                         f"finished runs: heterospec query \"SELECT DISTINCT run FROM accuracy\"")
+
+
+def _results_doc(args) -> None:
+    """docs/results/<run>.md from a finished run, and the README's results blocks (heterospec.store.results_page)."""
+    from datetime import datetime, timezone
+
+    from heterospec.store.results_page import checkout_commit, generate
+    readme = None if args.readme == Path("") else args.readme
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    written, stale = generate(args.db, args.run, args.out, readme, args.check, checkout_commit(Path.cwd()), date)
+    if args.check:
+        for s in stale:
+            print(f"{s}: stale (heterospec results-doc {args.run} rewrites it)", file=sys.stderr)
+        if stale:
+            sys.exit(1)
+        print(f"{readme}: every results block matches run {args.run}" if readme and readme.exists()
+              else f"{readme}: no README to check", file=sys.stderr)
+        return
+    if written:
+        print(f"wrote {written}", file=sys.stderr)
+    if stale:
+        print(f"rewrote {len(stale)} results block(s) in {readme}: {', '.join(s.split()[-1] for s in stale)}",
+              file=sys.stderr)
 
 
 def main(argv: list[str]) -> None:
@@ -219,6 +218,15 @@ def main(argv: list[str]) -> None:
     t.add_argument("run", nargs="?", default="default", help="the run's name (results/<run>/; default: default)")
     t.add_argument("--db", type=Path, default=DUCKDB_FILE)
     t.set_defaults(func=_tables)
+    rd = sub.add_parser("results-doc", help="write docs/results/<run>.md and the README's results blocks from a run")
+    rd.add_argument("run", nargs="?", default="default", help="the run's name (results/<run>/; default: default)")
+    rd.add_argument("--out", type=Path, default=Path("docs/results"), help="where the page goes (docs/results)")
+    rd.add_argument("--readme", type=Path, default=Path("README.md"),
+                    help="the README whose <!-- results: NAME --> blocks are rewritten ('' for none)")
+    rd.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 naming each README block that differs from what it would write")
+    rd.add_argument("--db", type=Path, default=DUCKDB_FILE)
+    rd.set_defaults(func=_results_doc)
 
     c = sub.add_parser("config", help="print the resolved config for Hydra overrides")
     c.add_argument("overrides", nargs="*", help="Hydra overrides (key=value)")

@@ -1,0 +1,196 @@
+"""A finished run's headline tables as markdown, from the catalogue's views: ``docs/results/<run>.md`` (each table
+after the ``heterospec query`` command that prints it, under a header naming the run, the commit and the date) and
+the README's ``<!-- results: NAME -->`` ... ``<!-- /results: NAME -->`` blocks (``heterospec results-doc``).
+
+``README_TABLES`` are the tables ``heterospec tables`` prints; ``HEADLINES`` groups the headline ones by the NAME
+a README block gives, with the load replay's and the serving run's beside them.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from heterospec.errors import UserError
+from heterospec.text_table import format_cell
+
+# The README's tables of a run, each from one catalogue view: (title, view, columns). `heterospec tables RUN`
+# prints them, so the numbers after a change of default are one command away.
+README_TABLES = (
+    ("Model quality (docs/models.md)", "model_quality",
+     "problems, draft_accuracy, target_accuracy, prm_auroc, prm_false_reject, prm_miss, threshold, "
+     "prm_auroc_corruptions, train_s_draft, train_s_prm, train_s_target, meets_bars"),
+    ("Accuracy, Table III", "table3", "dataset, method, problems, accuracy"),
+    ("Collection (target-written share, KV reuse)", "collect_summary",
+     "dataset, algorithm, executor, problems, accuracy, target_step_share, mean_backtracks, draft_kv_reuse_ratio, "
+     "mean_latency_s"),
+    ("Step-ahead over sequential, same problems", "step_ahead_speedup",
+     "dataset, algorithm, problems, speedup, identical_outputs_pct"),
+    ("Replay validation (docs/validation.md)", "replay_validation_summary",
+     "trace_set, executor, system, problems, measured_ms, predicted_ms, mae_pct, mean_bias_pct, noise_floor_pct, "
+     "draft_pace, schedule_only_mae_pct, mean_error_pct, p50_error_pct, p90_error_pct"),
+    ("DFVG: tau per strategy (docs/dfvg.md)", "dfvg_summary",
+     "strategy, prompts, rounds, tau, acceptance_rate, draft_efficiency, mean_nodes, mean_depth, draft_passes"),
+    ("DFVG: CPU wall clock, one timing per method", "dfvg_speed",
+     "method, prompts, tokens, wall_s, tokens_per_s, speedup_vs_target_greedy, speedup_vs_hf_assisted, "
+     "identical_pct"),
+    ("DFVG: simulated FPGA + GPU", "dfvg_replay_summary",
+     "profile, strategy, design, tokens_per_s, j_per_token, speedup_vs_plain, energy_gain_vs_plain, "
+     "speedup_vs_gpu_only"),
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    view: str
+    columns: str
+
+    def sql(self, run: str) -> str:
+        return f"SELECT {self.columns} FROM {self.view} WHERE run = '{run.replace(chr(39), chr(39) * 2)}' ORDER BY ALL"
+
+    def command(self, run: str) -> str:
+        return f'heterospec query "{self.sql(run)}"'
+
+
+_BY_VIEW = {view: Table(title, view, columns) for title, view, columns in README_TABLES}
+
+# README block NAME -> its tables, in the order a page shows them
+HEADLINES: dict[str, tuple[Table, ...]] = {
+    "model_quality": (_BY_VIEW["model_quality"],),
+    "table3": (_BY_VIEW["table3"],),
+    "collect_summary": (_BY_VIEW["collect_summary"],),
+    "step_ahead_speedup": (_BY_VIEW["step_ahead_speedup"],),
+    "dfvg": (_BY_VIEW["dfvg_summary"], _BY_VIEW["dfvg_speed"], _BY_VIEW["dfvg_replay_summary"]),
+    "replay_validation": (
+        _BY_VIEW["replay_validation_summary"],
+        Table("Replay validation, aggregate errors with their bootstrap 95 % intervals", "replay_validation_aggregate",
+              "trace_set, executor, system, statistic, problems, measured_ms, predicted_ms, rel_error, ci_low, "
+              "ci_high"),
+    ),
+    "load_capacity": (
+        Table("Load replay: capacity at the SLO per system and method (docs/load.md)", "load_capacity_summary",
+              "trace_set, profile, system, method, percentile, slo_s, unloaded_s, capacity_rps, bottleneck, "
+              "capacity_vs_target, capacity_vs_gpu3, unloaded_speedup_vs_gpu3"),
+    ),
+    "serving": (
+        Table("Serving: outputs against the sequential collect (docs/serving.md)", "serving_identity",
+              "dataset, algorithm, requests, problems, identical_pct, prm_calls, max_prm_score_diff"),
+        Table("Serving: measured against the load replay per load point", "serving_load",
+              "dataset, algorithm, load, rate_per_s, repeats, requests, measured_p50_s, replayed_p50_s, "
+              "p50_error_pct, measured_p90_s, replayed_p90_s, p90_error_pct, measured_throughput, "
+              "replayed_throughput, throughput_error_pct, within_bars"),
+    ),
+}
+
+BLOCK = re.compile(r"^<!-- (/?)results: (\S+) -->\s*$")
+
+
+def markdown_table(columns: list[str], rows: list[tuple]) -> str:
+    """A GitHub markdown table, cells formatted as the terminal tables format them."""
+    def esc(v) -> str:
+        return format_cell(v).replace("|", "\\|")
+    out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    out += ["| " + " | ".join(esc(v) for v in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _present(db: Path) -> set[str]:
+    from heterospec.store.catalog import query
+    return {v for (v,) in query(db, "SELECT view_name FROM duckdb_views() WHERE NOT internal")[1]}
+
+
+def render(db: Path, run: str, name: str, present: set[str] | None = None) -> str:
+    """One headline NAME's tables for ``run``, each after the command that prints it; a view without rows for the
+    run is one line saying so."""
+    from heterospec.store.catalog import query
+    present = _present(db) if present is None else present
+    parts = []
+    for t in HEADLINES[name]:
+        rows: list = []
+        if t.view in present:
+            cols, rows = query(db, t.sql(run))
+        if not rows:
+            parts.append(f"*{t.title}: no rows for run {run} in view `{t.view}`; skipped.*")
+            continue
+        parts.append(f"**{t.title}**\n\n```bash\n{t.command(run)}\n```\n\n{markdown_table(cols, rows)}")
+    return "\n\n".join(parts)
+
+
+def checkout_commit(root: Path) -> str:
+    """The git HEAD of the checkout at ``root`` (with a note when its tree has uncommitted changes)."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return "unknown (not a git checkout)"
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + (" with uncommitted changes" if dirty else "")
+
+
+def page(db: Path, run: str, commit: str, date: str) -> str:
+    """``docs/results/<run>.md``: every headline table of the run."""
+    present = _present(db)
+    head = [f"# Results of run `{run}`", "",
+            "Generated by `heterospec results-doc " + run + "` from `" + str(db) + "`; do not edit by hand.", "",
+            f"* run: `{run}` (`results/{run}/`)",
+            f"* commit: {commit} (the checkout's HEAD when this page was generated; the run does not record the "
+            "commit it was made at)",
+            f"* generated: {date}", ""]
+    body = [f"## {name}\n\n{render(db, run, name, present)}\n" for name in HEADLINES]
+    return "\n".join(head) + "\n" + "\n".join(body)
+
+
+def rewrite_blocks(text: str, where: str, tables: dict[str, str]) -> tuple[str, list[str]]:
+    """``text`` with each results block's body replaced by ``tables[NAME]``, and the stale ones' "file:line NAME"."""
+    lines = text.split("\n")
+    out, stale, i = [], [], 0
+    while i < len(lines):
+        m = BLOCK.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        closing, name = m.groups()
+        if closing:
+            raise UserError(f"{where}:{i + 1}: <!-- /results: {name} --> without its opening line")
+        if name not in HEADLINES:
+            raise UserError(f"{where}:{i + 1}: results block {name!r} names no headline table "
+                            f"(known: {', '.join(HEADLINES)})")
+        end = next((j for j in range(i + 1, len(lines)) if BLOCK.match(lines[j])), None)
+        if end is None or BLOCK.match(lines[end]).groups() != ("/", name):
+            raise UserError(f"{where}:{i + 1}: results block {name!r} is not closed by <!-- /results: {name} -->")
+        body = ["", *tables[name].split("\n"), ""]
+        if lines[i + 1:end] != body:
+            stale.append(f"{where}:{i + 1} {name}")
+        out += [lines[i], *body, lines[end]]
+        i = end + 1
+    return "\n".join(out), stale
+
+
+def generate(db: Path, run: str, out_dir: Path | None, readme: Path | None, check: bool,
+             commit: str, date: str) -> tuple[Path | None, list[str]]:
+    """Write ``out_dir/<run>.md`` (unless ``check``) and rewrite ``readme``'s results blocks (``check``: only
+    compare); returns the page written and the README's stale blocks."""
+    from heterospec.store.catalog import query
+    if not db.exists():
+        raise UserError(f"{db}: no catalogue (finish a run first: snakemake --cores all)")
+    present = _present(db)
+    if not any(t.view in present and query(db, f"SELECT 1 FROM {t.view} WHERE run = "
+                                                f"'{run.replace(chr(39), chr(39) * 2)}' LIMIT 1")[1]
+               for ts in HEADLINES.values() for t in ts):
+        raise UserError(f"run {run}: none of the headline tables has rows in {db}; "
+                        f"finished runs: heterospec query \"SELECT DISTINCT run FROM accuracy\"")
+    written = None
+    if not check and out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = out_dir / f"{run}.md"
+        written.write_text(page(db, run, commit, date))
+    stale: list[str] = []
+    if readme is not None and readme.exists():
+        text = readme.read_text()
+        new, stale = rewrite_blocks(text, str(readme), {n: render(db, run, n, present) for n in HEADLINES})
+        if not check and new != text:
+            readme.write_text(new)
+    return written, stale
