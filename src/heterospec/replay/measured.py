@@ -10,12 +10,11 @@ cost grows with — the call's fixed cost, its tokens, and the attention term th
 
 The fit is least *absolute* deviations (iteratively reweighted least squares) with non-negative coefficients (no
 call gets cheaper with more tokens or context, and a fit on a few calls cannot predict a negative latency for a call
-shape it has not seen): on a shared 2-core machine call times
+shape it has not seen): on a shared machine call times
 have a long tail from other processes, and the token counts vary little (draft steps are mostly 12-13 tokens), so
-least squares chased the tail (R^2 0.02-0.45, coefficients of either sign); the median-type fit is stable across
-our rsd and brsd runs (held-out median error 9-10 % for decodes). The LAD fit gives the shape (slopes); its
-intercept is then shifted by the mean residual, because a replay *adds* call times: a median fit under-predicts
-each sum by the tail's share (mean problem latencies 4-12 % low on our traces), a mean-unbiased one does not.
+least squares chases the tail (a poor R^2, coefficients of either sign); the median-type fit is stable across
+trace sets. The LAD fit gives the shape (slopes); its intercept is then shifted by the mean residual, because a
+replay *adds* call times: a median fit under-predicts each sum by the tail's share, a mean-unbiased one does not.
 
 Between calls the controller works (results and requests cross process pipes; the PRM tokenises the steps):
 :func:`fit_overheads` takes, from sequential runs where nothing overlaps, the mean gap before each role's call
