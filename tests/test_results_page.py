@@ -71,7 +71,7 @@ def test_the_page_shows_each_table_after_the_command_that_prints_it(tree):
     assert "* commit: unknown (not a git checkout) (the checkout's HEAD when this page was generated" in page
     assert re.search(r"^\* generated: 20\d\d-\d\d-\d\d \d\d:\d\d UTC$", page, re.M)
     table3 = page.split("## table3\n")[1].split("\n## ")[0]
-    command = re.search(r"```bash\n(heterospec query .*)\n```", table3).group(1)
+    command = re.search(r"<!-- runnable -->\n```bash\n(heterospec query .*)\n```", table3).group(1)
     assert command == ("heterospec query \"SELECT dataset, method, problems, accuracy FROM table3 "
                        "WHERE run = 'r1' ORDER BY ALL\"")
     assert "| dataset | method | problems | accuracy |\n|---|---|---|---|\n| synthetic | draft_only | 4 | 25 |\n" \
@@ -99,6 +99,10 @@ def test_the_readme_blocks_get_the_named_table_and_check_names_a_stale_one(tree)
     assert "| synthetic | draft_only | 4 | 25 |" in block and "an old table" not in block
     assert "problems, draft_accuracy" not in block     # not another name's table
     assert "no rows for run r1 in view `model_quality`" in text.split("<!-- results: model_quality -->")[1]
+    # the README's commands are marked as every documented command is (test_documented_commands runs them)
+    from test_documented_commands import parse
+    blocks, problems = parse(text, "README.md")
+    assert problems == [] and [b.mark for b in blocks] == ["runnable"]
     assert text.endswith("<!-- /results: model_quality -->\nText after.\n")
     assert heterospec(*args, "--check", cwd=root).returncode == 0
     readme.write_text(text.replace("| 25 |", "| 26 |"))

@@ -102,8 +102,9 @@ def _present(db: Path) -> set[str]:
 
 
 def render(db: Path, run: str, name: str, present: set[str] | None = None) -> str:
-    """One headline NAME's tables for ``run``, each after the command that prints it; a view without rows for the
-    run is one line saying so."""
+    """One headline NAME's tables for ``run``, each after the command that prints it (a ```bash block marked
+    runnable like every documented command: tests/test_documented_commands.py runs it); a view
+    without rows for the run is one line saying so."""
     from heterospec.store.catalog import query
     present = _present(db) if present is None else present
     parts = []
@@ -114,7 +115,8 @@ def render(db: Path, run: str, name: str, present: set[str] | None = None) -> st
         if not rows:
             parts.append(f"*{t.title}: no rows for run {run} in view `{t.view}`; skipped.*")
             continue
-        parts.append(f"**{t.title}**\n\n```bash\n{t.command(run)}\n```\n\n{markdown_table(cols, rows)}")
+        parts.append(f"**{t.title}**\n\n<!-- runnable -->\n```bash\n{t.command(run)}\n```\n\n"
+                     f"{markdown_table(cols, rows)}")
     return "\n\n".join(parts)
 
 
