@@ -12,7 +12,8 @@ block's run ``experiment=ci``.
 
 ``HETEROSPEC_DOCS=a.md:b.md`` checks and runs those markdown files instead (tests/data/documented_commands.md is a
 hand-written one). ``HETEROSPEC_DOCS_TREE=DIR`` builds the scratch tree in DIR and keeps it: a later session copies
-the checkout's files over it again and reuses its finished runs (the ci run is then "Nothing to be done").
+the checkout's files over it again, reuses its ci run (then "Nothing to be done") and removes every other run the
+blocks made, so that they run as in a fresh tree.
 """
 from __future__ import annotations
 
@@ -308,6 +309,9 @@ def documented_tree(tmp_path_factory, trained_models) -> Path:
         (tree / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, tree / f)
     results = tree / "results"
+    for old in results.glob("*") if kept else ():    # a kept tree: as a fresh one, but for its ci run (and default)
+        if old.name not in ("ci", "default", "_models", "heterospec.duckdb"):
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
     if not (results / "ci" / "config.yaml").exists():
         _, session = trained_models.run(["experiment=ci"])       # the session's ci trio, where Snakemake keys it
         paths = RunPaths(results / "ci", session.model_keys)
