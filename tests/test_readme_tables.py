@@ -94,3 +94,24 @@ def test_front_door_problems_are_found():
         "README.md: results block serving: 1 openings, 0 closings, expected one of each with the table between"]
     assert front_door_problems(good.replace("](docs/load.md)", "](docs/load)"), _pages()) == [
         "README.md: no link to docs/load.md"]
+
+
+ISSUE_35_CHECK = re.compile(r"20[0-9]{2}-[01][0-9]-[0-3][0-9]|\b[0-9a-f]{7}\b commit|at [0-9a-f]{7}")
+
+
+def dated_lines(root: Path) -> list[str]:
+    """Lines of README.md and docs/ (docs/results/ excepted: generated, with its commit and date) that cite a date or
+    a commit, as issue 35's grep finds them."""
+    pages = [root / "README.md"] + sorted(p for p in (root / "docs").rglob("*.md")
+                                          if "results" not in p.relative_to(root / "docs").parts[:-1])
+    return [f"{p.relative_to(root)}:{i}: {ln.strip()}" for p in pages if p.exists()
+            for i, ln in enumerate(p.read_text().splitlines(), 1) if ISSUE_35_CHECK.search(ln)]
+
+
+def test_docs_cite_no_dates_or_commits(tmp_path):
+    assert dated_lines(ROOT) == []
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "README.md").write_text("fine\n")
+    (tmp_path / "docs" / "a.md").write_text("ok\nmeasured at 6ed02ea\n")
+    (tmp_path / "docs" / "results" / "r.md").write_text("commit 6ed02ea, 2026-12-02\n")
+    assert dated_lines(tmp_path) == ["docs/a.md:2: measured at 6ed02ea"]
