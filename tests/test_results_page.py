@@ -13,7 +13,7 @@ from heterospec.errors import UserError
 from heterospec.evaluate import EVALUATION_SCHEMA
 from heterospec.store import write_parquet
 from heterospec.store.catalog import TABLES, build, query
-from heterospec.store.results_page import HEADLINES, rewrite_blocks
+from heterospec.store.results_page import HEADLINES, README_HEADLINES, rewrite_blocks
 from test_query_readonly import SCHEMAS
 from test_readme_tables import _rows
 
@@ -59,6 +59,10 @@ def test_every_headline_table_asks_its_view_for_columns_it_has(tree):
         for t in tables:
             assert query(db, f"SELECT {t.columns} FROM {t.view} LIMIT 0")[0] == \
                 [c.strip() for c in t.columns.split(",")], (name, t.view)
+    # the README's compact tables: one per name, each query runs (a pivot reads only, with its values listed)
+    assert set(README_HEADLINES) == set(HEADLINES)
+    for name, t in README_HEADLINES.items():
+        query(db, t.sql("r1"))
 
 
 def test_the_page_shows_each_table_after_the_command_that_prints_it(tree):
@@ -94,15 +98,20 @@ def test_the_readme_blocks_get_the_named_table_and_check_names_a_stale_one(tree)
     assert readme.read_text() == README and not (root / "docs" / "results").exists()   # --check writes nothing
     assert heterospec(*args, cwd=root).returncode == 0
     text = readme.read_text()
-    assert text.startswith("# A project\n\nText before.\n\n<!-- results: table3 -->\n\n**Accuracy, Table III**")
+    assert text.startswith("# A project\n\nText before.\n\n<!-- results: table3 -->\n\n| dataset | draft_only |")
     block = text.split("<!-- results: table3 -->")[1].split("<!-- /results: table3 -->")[0]
-    assert "| synthetic | draft_only | 4 | 25 |" in block and "an old table" not in block
-    assert "problems, draft_accuracy" not in block     # not another name's table
-    assert "no rows for run r1 in view `model_quality`" in text.split("<!-- results: model_quality -->")[1]
-    # the README's commands are marked as every documented command is (test_documented_commands runs them)
-    from test_documented_commands import parse
-    blocks, problems = parse(text, "README.md")
-    assert problems == [] and [b.mark for b in blocks] == ["runnable"]
+    # the README's compact table: Table III pivoted to one row per dataset, methods as columns in the paper's order,
+    # a method the run lacks empty (hand-written from the tree's rows: draft 1 of 4 right, target 4 of 4)
+    assert block.split("\n")[2:5] == [
+        "| dataset | draft_only | target_only | target_sd | rsd | brsd | brsd_w8a8 | brsd_u280 |",
+        "|---|---|---|---|---|---|---|---|",
+        "| synthetic | 25 | 100 |  |  |  |  |  |"]
+    assert "an old table" not in block and "prm_auroc" not in block     # not another name's table
+    # its source line: the run's page and the command that prints the same row
+    command = re.search(r"<sub>\[run `r1`\]\(docs/results/r1.md\): `(heterospec query .*)`</sub>", block).group(1)
+    printed = heterospec(*shlex.split(command)[1:], "--db", str(db), "--format", "csv")
+    assert printed.stdout.splitlines()[1] == "synthetic,25.0,100.0,,,,,", printed.stderr
+    assert "no rows for run `r1` in view `model_quality`" in text.split("<!-- results: model_quality -->")[1]
     assert text.endswith("<!-- /results: model_quality -->\nText after.\n")
     assert heterospec(*args, "--check", cwd=root).returncode == 0
     readme.write_text(text.replace("| 25 |", "| 26 |"))

@@ -41,14 +41,28 @@ README_TABLES = (
 )
 
 
+def _quoted(run: str) -> str:
+    return "'" + run.replace("'", "''") + "'"
+
+
 @dataclass(frozen=True)
 class Table:
+    """A view's columns for one run; ``where`` narrows the rows, ``pivot`` (``"column IN (values): value"``) turns
+    the listed values of one column into columns (DuckDB's PIVOT; the values listed, so the query stays one
+    read-only SELECT), so a headline fits the README."""
     title: str
     view: str
     columns: str
+    where: str = ""
+    pivot: str = ""
 
     def sql(self, run: str) -> str:
-        return f"SELECT {self.columns} FROM {self.view} WHERE run = '{run.replace(chr(39), chr(39) * 2)}' ORDER BY ALL"
+        rows = f"SELECT {self.columns} FROM {self.view} WHERE run = {_quoted(run)}" + \
+            (f" AND {self.where}" if self.where else "")
+        if self.pivot:
+            on, value = (x.strip() for x in self.pivot.rsplit(":", 1))
+            return f"SELECT * FROM (PIVOT ({rows}) ON {on} USING first({value})) ORDER BY ALL"
+        return rows + " ORDER BY ALL"
 
     def command(self, run: str) -> str:
         return f'heterospec query "{self.sql(run)}"'
@@ -82,6 +96,32 @@ HEADLINES: dict[str, tuple[Table, ...]] = {
               "p50_error_pct, measured_p90_s, replayed_p90_s, p90_error_pct, measured_throughput, "
               "replayed_throughput, throughput_error_pct, within_bars"),
     ),
+}
+
+# README block NAME -> the one compact table the README shows (the page above holds the full ones)
+README_HEADLINES: dict[str, Table] = {
+    "model_quality": Table("Model quality", "model_quality",
+                           "draft_accuracy, target_accuracy, prm_auroc, prm_false_reject, prm_miss, "
+                           "prm_auroc_corruptions"),
+    "table3": Table("Accuracy, Table III", "table3", "dataset, method, accuracy", pivot="method IN ('draft_only', 'target_only', 'target_sd', 'rsd', 'brsd', 'brsd_w8a8', "
+                   "'brsd_u280'): accuracy"),
+    "collect_summary": Table("Collect, sequential executor", "collect_summary",
+                             "algorithm, accuracy, target_step_share, mean_backtracks, mean_latency_s",
+                             where="executor = 'sequential'"),
+    "step_ahead_speedup": Table("Step-ahead over sequential", "step_ahead_speedup",
+                                "algorithm, speedup, identical_outputs_pct"),
+    "dfvg": Table("DFVG on the simulated FPGA + GPU", "dfvg_replay_summary",
+                  "profile, strategy, design, tokens_per_s, speedup_vs_plain, speedup_vs_gpu_only"),
+    "replay_validation": Table("Replay validation, errors of the aggregates", "replay_validation_summary",
+                               "trace_set, executor, mean_error_pct, p50_error_pct, p90_error_pct, mae_pct, "
+                               "noise_floor_pct, draft_pace"),
+    "load_capacity": Table("Load replay: capacity (requests/s) at the SLO, paper_v12", "load_capacity_summary",
+                           "trace_set, method, system, capacity_rps",
+                           where="profile = 'paper_v12' AND method IN ('target', 'rsd', 'brsd')",
+                           pivot="system IN ('gpu3', 'hetero_u280', 'hetero_v80'): capacity_rps"),
+    "serving": Table("Serving: measured against the load replay", "serving_load",
+                     "load, requests, measured_p50_s, replayed_p50_s, measured_p90_s, replayed_p90_s, "
+                     "measured_throughput, replayed_throughput"),
 }
 
 BLOCK = re.compile(r"^<!-- (/?)results: (\S+) -->\s*$")
@@ -118,6 +158,20 @@ def render(db: Path, run: str, name: str, present: set[str] | None = None) -> st
         parts.append(f"**{t.title}**\n\n<!-- runnable -->\n```bash\n{t.command(run)}\n```\n\n"
                      f"{markdown_table(cols, rows)}")
     return "\n\n".join(parts)
+
+
+def render_readme(db: Path, run: str, name: str, present: set[str] | None = None) -> str:
+    """A README block: NAME's compact table and one source line (the command that prints it; the run's page)."""
+    from heterospec.store.catalog import query
+    present = _present(db) if present is None else present
+    t = README_HEADLINES[name]
+    rows: list = []
+    if t.view in present:
+        cols, rows = query(db, t.sql(run))
+    source = f"[run `{run}`](docs/results/{run}.md): `{t.command(run)}`"
+    if not rows:
+        return f"*{t.title}: no rows for run `{run}` in view `{t.view}`* ({source})"
+    return f"{markdown_table(cols, rows)}\n\n<sub>{source}</sub>"
 
 
 def checkout_commit(root: Path) -> str:
@@ -192,7 +246,7 @@ def generate(db: Path, run: str, out_dir: Path | None, readme: Path | None, chec
     stale: list[str] = []
     if readme is not None and readme.exists():
         text = readme.read_text()
-        new, stale = rewrite_blocks(text, str(readme), {n: render(db, run, n, present) for n in HEADLINES})
+        new, stale = rewrite_blocks(text, str(readme), {n: render_readme(db, run, n, present) for n in HEADLINES})
         if not check and new != text:
             readme.write_text(new)
     return written, stale
