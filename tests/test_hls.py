@@ -164,6 +164,13 @@ def test_flightllm_u280_figure_within_15_percent():
     assert all(p["roofline_ms"] < check["measured_ms"] for p in check["points"])
 
 
+def test_flightllm_check_runs_under_the_serial_design():
+    """The serial design point (no dataflow, no weight FIFO) is checked as a dataflow design with the default's FIFO
+    depth, not refused ("dataflow: true needs prefetch_words >= 1")."""
+    check = flightllm_check(dict(compose_config(["hls=serial_u280"]).hls.pipeline), device("u280"))
+    assert [p["context_len"] for p in check["points"]] == [0, 512] and check["worst_error"] > 0
+
+
 def test_slr_placement_prices_the_crossing():
     cfg = compose_config([])
     unit, u280 = dict(cfg.hls.resources), device("u280")

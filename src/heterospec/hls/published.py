@@ -17,9 +17,11 @@ LLAMA2_7B = Arch(hidden=4096, layers=32, heads=32, kv_heads=32, head_dim=128, in
 FLIGHTLLM_U280 = {"clock_mhz": 225.0, "measured_ms": 1e3 / 55}      # published: 225 MHz, 55 tokens/s
 # assumed: dense int8 weights with per-row fp16 scales, fp16 KV, every HBM pseudo-channel carrying both through a
 # 512-bit port, the weight stream overlapping the rest (FlightLLM keeps decode activations on chip), engines large
-# enough that the HBM bounds the token: the model's own dataflow design point with these changes
+# enough that the HBM bounds the token, a weight FIFO as deep as the default design's: the model's own dataflow design
+# point with these changes (whatever design the run's pipeline is, so a serial one is checked the same way)
 FLIGHTLLM_DESIGN = {"weight_bits": 8, "scale_bytes": 2, "kv_bits": 16, "memory": "hbm", "weight_ports": 32,
-                    "kv_ports": 0, "ports": "shared", "port_bits": 512, "engines": "shared", "dataflow": True}
+                    "kv_ports": 0, "ports": "shared", "port_bits": 512, "engines": "shared", "dataflow": True,
+                    "prefetch_words": 4096}
 FLIGHTLLM_ENGINE = (32, 128)                                         # assumed: 4,096 int8 MACs per cycle
 FLIGHTLLM_CONTEXTS = (0, 512)                                        # assumed: the measurement's context lies between
 
