@@ -71,8 +71,11 @@ class Dispatcher:
 
     # -- the requests' threads --------------------------------------------------------------------
     def post(self, item) -> None:
-        """A job, or a request's ending, from a request's thread."""
+        """A job, or a request's ending, from a request's thread. A job joins its queue here: its ``enqueued_ns`` is
+        stamped under the lock, so the stamps of two requests' jobs come in the order their queue takes them."""
         with self._lock:
+            if isinstance(item, Job):
+                item.enqueued_ns = time.perf_counter_ns()
             self._inbox.append(item)
             self._wake_w.send_bytes(b"")
 
