@@ -21,17 +21,24 @@ def _rows(run: str, method: str, correct: list[bool]) -> list[dict]:
                  wall_s=0.1) for i, c in enumerate(correct)]
 
 
-def test_readme_tables_of_a_run(tmp_path):
-    for view, globs in TABLES.items():          # every view present (empty), so every table's SELECT is checked
+def two_run_tree(root: Path) -> Path:
+    """A results tree under ``root`` with every view present (empty, so every table's SELECT is checked), run r1's
+    evaluations (draft 1 of 4 right, target 4 of 4) and r2's one row; returns its catalogue."""
+    for view, globs in TABLES.items():
         for g in (globs,) if isinstance(globs, str) else globs:
-            write_parquet([], tmp_path / g.replace("*", "empty"), SCHEMAS[view])
-    ev = tmp_path / "results" / "r1" / "evaluate" / "synthetic"
+            write_parquet([], root / g.replace("*", "empty"), SCHEMAS[view])
+    ev = root / "results" / "r1" / "evaluate" / "synthetic"
     write_parquet(_rows("r1", "draft_only", [True, False, False, False]), ev / "draft_only.parquet", EVALUATION_SCHEMA)
     write_parquet(_rows("r1", "target_only", [True, True, True, True]), ev / "target_only.parquet", EVALUATION_SCHEMA)
-    write_parquet(_rows("r2", "draft_only", [False]), tmp_path / "results" / "r2" / "evaluate" / "synthetic" /
+    write_parquet(_rows("r2", "draft_only", [False]), root / "results" / "r2" / "evaluate" / "synthetic" /
                   "draft_only.parquet", EVALUATION_SCHEMA)
-    db = tmp_path / "results" / "heterospec.duckdb"
-    build(db, tmp_path)
+    db = root / "results" / "heterospec.duckdb"
+    build(db, root)
+    return db
+
+
+def test_readme_tables_of_a_run(tmp_path):
+    db = two_run_tree(tmp_path)
     for _, view, columns in README_TABLES:
         assert query(db, f"SELECT {columns} FROM {view} LIMIT 0")[0] == [c.strip() for c in columns.split(",")]
     r = heterospec("tables", "r1", "--db", str(db))

@@ -10,12 +10,9 @@ import pytest
 
 from conftest import heterospec
 from heterospec.errors import UserError
-from heterospec.evaluate import EVALUATION_SCHEMA
-from heterospec.store import write_parquet
-from heterospec.store.catalog import TABLES, build, query
+from heterospec.store.catalog import query
 from heterospec.store.results_page import HEADLINES, README_HEADLINES, rewrite_blocks
-from test_query_readonly import SCHEMAS
-from test_readme_tables import _rows
+from test_readme_tables import two_run_tree
 
 README = """\
 # A project
@@ -37,16 +34,7 @@ Text after.
 @pytest.fixture
 def tree(tmp_path):
     """A results tree with every view present (empty) and run r1's evaluations (Table III rows), r2's one row."""
-    for view, globs in TABLES.items():
-        for g in (globs,) if isinstance(globs, str) else globs:
-            write_parquet([], tmp_path / g.replace("*", "empty"), SCHEMAS[view])
-    ev = tmp_path / "results" / "r1" / "evaluate" / "synthetic"
-    write_parquet(_rows("r1", "draft_only", [True, False, False, False]), ev / "draft_only.parquet", EVALUATION_SCHEMA)
-    write_parquet(_rows("r1", "target_only", [True, True, True, True]), ev / "target_only.parquet", EVALUATION_SCHEMA)
-    write_parquet(_rows("r2", "draft_only", [False]), tmp_path / "results" / "r2" / "evaluate" / "synthetic" /
-                  "draft_only.parquet", EVALUATION_SCHEMA)
-    db = tmp_path / "results" / "heterospec.duckdb"
-    build(db, tmp_path)
+    db = two_run_tree(tmp_path)
     (tmp_path / "README.md").write_text(README)
     return tmp_path, db
 
