@@ -368,10 +368,11 @@ def test_validation_covers_speculating_variants_but_not_other_drafts():
     assert sorted(plain_traces(cfg, calls, latency)[0]) == [("rsd", "sequential")]
 
 
-def test_draft_pace_is_each_jobs_draft_time_per_token_over_the_sequential_jobs():
-    """Worked by hand: sequential jobs at 1 and 2 ms per draft token (pooled median 1.5), a step_ahead job at 3; the
-    target's calls and the draft's prefills do not count."""
-    from heterospec.replay.noise import draft_pace
+def test_draft_pace_is_each_jobs_draft_time_per_token_over_its_executors_jobs():
+    """Worked by hand: sequential jobs at 1 and 2 ms per draft token (pooled median 1.5), step_ahead jobs at 3 and 3
+    (pooled 3): the paces are per executor (drift between jobs measured the same way), the executors' ratio is the
+    overlapped run's contention (3 / 1.5); the target's calls and the draft's prefills do not count."""
+    from heterospec.replay.noise import draft_contention, draft_pace
 
     def job(ms_per_token, n=4):
         rows = [dict(role="draft", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=ms_per_token * n)] * 3
@@ -379,10 +380,11 @@ def test_draft_pace_is_each_jobs_draft_time_per_token_over_the_sequential_jobs()
                  dict(role="draft", phase="prefill", tokens_in=9, tokens_out=0, kv_len=0, wall_ms=99.0)]
         return pa.Table.from_pylist([dict(r, dataset="d", problem="p", step_idx=0, call_idx=k, outcome="accept")
                                      for k, r in enumerate(rows)], schema=CALLS_SCHEMA)
-    pace = draft_pace({("rsd", "sequential"): job(1.0), ("brsd", "sequential"): job(2.0, n=8),
-                       ("brsd", "step_ahead"): job(3.0)})
-    assert pace == pytest.approx({("rsd", "sequential"): 1 / 1.5, ("brsd", "sequential"): 2 / 1.5,
-                                  ("brsd", "step_ahead"): 3 / 1.5})
+    jobs = {("rsd", "sequential"): job(1.0), ("brsd", "sequential"): job(2.0, n=8),
+            ("rsd", "step_ahead"): job(3.0), ("brsd", "step_ahead"): job(3.0, n=2)}
+    assert draft_pace(jobs) == pytest.approx({("rsd", "sequential"): 1 / 1.5, ("brsd", "sequential"): 2 / 1.5,
+                                              ("rsd", "step_ahead"): 1.0, ("brsd", "step_ahead"): 1.0})
+    assert draft_contention(jobs) == pytest.approx({"sequential": 1.0, "step_ahead": 2.0})
 
 
 def test_quantile_and_aggregate_errors_worked_by_hand():
@@ -457,3 +459,33 @@ def test_schedule_only_step_ahead_overlaps_the_next_draft_with_the_verdict():
         assert simulate_problem(prob, "sequential", Ctx(tt, system))[0]["latency_ms"] == pytest.approx(16.5)
         assert simulate_problem(prob, "step_ahead", Ctx(tt, system))[0]["latency_ms"] == pytest.approx(13.5)
         assert tt.unmatched and {k[0] for k in tt.unmatched} <= {"prefill", "decode"}
+
+
+def test_schedule_only_of_an_overlapped_run_prices_its_own_calls():
+    """A step_ahead run's own calls, worked by hand (ms): the accepted step 0's prefetch is stopped after 2 tokens
+    (prefill 1, decode 2: the target's pace at that context, 1 ms a token); the draft's ahead write of step 1 is
+    cancelled (not the step's work); step 1 is rescued by a prefetch hit of 3 tokens whose decode the PRM's score
+    overlapped for 2 ms of its 8 (its work: 6 ms, the yield model adds the overlap back); a backtrack's rewrite
+    resumes step 0's stopped prefetch (prefill where that decode ended): one write of 2 + 3 tokens."""
+    from heterospec.replay.trace_times import _target_writes, overlapped_rows
+
+    def c(step, role, phase, tin, tout, kv, s, e, how):
+        return dict(step_idx=step, call_idx=0, role=role, phase=phase, tokens_in=tin, tokens_out=tout, kv_len=kv,
+                    start_ns=int(s * 1e6), end_ns=int(e * 1e6), call_outcome=how)
+    rows = [c(0, "target", "prefill", 10, 0, 0, 0, 1, "partial_reuse"),
+            c(0, "target", "decode", 1, 2, 10, 1, 3, "partial_reuse"),
+            c(0, "draft", "decode", 1, 5, 10, 0, 4, "accept"),
+            c(1, "draft", "decode", 1, 4, 15, 4, 6, "cancelled"),
+            c(1, "target", "prefill", 1, 0, 14, 10, 11, "prefetch_hit"),
+            c(1, "target", "decode", 1, 3, 15, 11, 19, "prefetch_hit"),
+            c(1, "prm", "score", 5, 0, 15, 14, 16, "reject"),
+            c(2, "target", "prefill", 1, 0, 11, 20, 21, "partial_reuse"),    # 11 + 1 = 10 + 2: resumes step 0's
+            c(2, "target", "decode", 1, 3, 12, 21, 24, "partial_reuse")]
+    own = overlapped_rows(rows, {"target": "prm"})
+    assert [r["wall_ms"] for r in own] == pytest.approx([1, 2, 4, 2, 1, 6, 2, 1, 3])
+    writes, stopped = _target_writes([r for r in own if r["role"] == "target"])
+    assert dict(writes) == {1: [(1.0, 3, 6.0)], 2: [(1.0, 5, 2.0 + 1.0 + 3.0)]}
+    assert not any(stopped.values())
+    rows[0]["call_outcome"] = rows[1]["call_outcome"] = "cancelled"     # never resumed: a pace, not a write
+    writes, stopped = _target_writes([r for r in overlapped_rows(rows, {}) if r["role"] == "target"])
+    assert dict(stopped) == {0: [(1.0, 2, 2.0)]} and 0 not in writes

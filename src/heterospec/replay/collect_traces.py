@@ -239,3 +239,47 @@ def sequential_rows(root: Path, latency: dict, fit_on: str | None = None, repeat
             rows += [{**{c: r[c] for c in cols}, "problem_id": key} for r in rs]
             lat[key] = ms
     return rows, lat
+
+
+def overlapped_calls(root: Path, trace_set: str, executor: str, repeats: list[dict] | None = None
+                     ) -> dict[tuple, list[dict]]:
+    """{(dataset, problem): its calls} of an overlapped executor's collect, each with its own ``call_outcome`` (a
+    cancelled draft, a stopped prefetch, a prefetch hit...) and its ``start_ns`` / ``end_ns``, for the schedule-only
+    check (:func:`heterospec.replay.trace_times.overlapped_rows`). With repeats, each problem's fastest repeat's
+    timings, the outcomes taken from the first repeat's calls of the same step, role and phase in time order (a
+    problem whose repeats made other calls is left out)."""
+    cols = ["algorithm", "executor", "dataset", "problem_id", "step_idx", "role", "phase", "tokens_in", "tokens_out",
+            "kv_len", "start_ns", "end_ns", "outcome"]
+    first: dict[tuple, list[dict]] = defaultdict(list)
+    for path in sorted(root.rglob("calls.parquet")) if root.is_dir() else ():
+        if any(p.startswith("shard-") for p in path.relative_to(root).parts) or _tag(path) != COLLECT_CALLS_TAG:
+            continue
+        for r in pq.read_table(path, columns=cols).to_pylist():
+            if r["algorithm"] == trace_set and r["executor"] == executor:
+                first[(r["dataset"], str(r["problem_id"]))].append(r)
+    timed = {(ds, str(pid)): rs for (ds, pid), (_, rs) in fastest_repeats(repeats).items()} if repeats else first
+    out = {}
+    for key, rs in timed.items():
+        outcomes = _outcomes_by_rank(first.get(key, []), rs)
+        if outcomes is None:
+            continue
+        rs = sorted(rs, key=lambda r: r["start_ns"])
+        out[key] = [dict(step_idx=r["step_idx"], call_idx=k, role=r["role"], phase=r["phase"],
+                         tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], kv_len=r["kv_len"],
+                         start_ns=r["start_ns"], end_ns=r["end_ns"], call_outcome=outcomes[id(r)])
+                    for k, r in enumerate(rs)]
+    return out
+
+
+def _outcomes_by_rank(first: list[dict], rows: list[dict]) -> dict[int, str] | None:
+    """{id(row): outcome} pairing each of ``rows`` with the call of ``first`` (which carry outcomes) of the same step,
+    role and phase and the same rank in time; None when the two do not hold the same calls."""
+    def groups(rs):
+        g: dict[tuple, list[dict]] = defaultdict(list)
+        for r in sorted(rs, key=lambda r: r["start_ns"]):
+            g[(r["step_idx"], r["role"], r["phase"])].append(r)
+        return g
+    a, b = groups(first), groups(rows)
+    if {k: len(v) for k, v in a.items()} != {k: len(v) for k, v in b.items()}:
+        return None
+    return {id(r): f["outcome"] for k in b for f, r in zip(a[k], b[k])}

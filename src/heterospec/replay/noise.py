@@ -76,18 +76,34 @@ def pair_spread(values: list[float]) -> float:
 
 def draft_pace(calls: dict) -> dict[tuple, float]:
     """{(trace_set, executor): pace}: the median draft decode time per token of each collect job over that of every
-    sequential job pooled. Every job runs the same draft on the same problems, so a pace away from 1 is load the
-    job met that the others did not (the fit pools the sequential jobs: it cannot price both)."""
+    job of the same executor pooled. Every job of an executor runs the same draft on the same problems, so a pace
+    away from 1 is load the job met that the others did not (drift). Between executors the draft's pace differs by
+    more than load: an overlapped executor shares the draft's core with the controller and loads the machine while
+    the draft decodes (:func:`draft_contention`)."""
+    per_token = _draft_per_token(calls)
+    out = {}
+    for ex in {ex for _, ex in per_token}:
+        ref = _median([v for (_, e), vs in per_token.items() if e == ex for v in vs])
+        out.update({k: _median(vs) / ref for k, vs in per_token.items() if k[1] == ex and vs and ref > 0})
+    return out
+
+
+def draft_contention(calls: dict) -> dict[str, float]:
+    """{executor: its jobs' median draft decode time per token over the sequential jobs'} (every job pooled per
+    executor): what running the roles overlapped costs the draft on this machine."""
+    per_token = _draft_per_token(calls)
+    pooled = {ex: [v for (_, e), vs in per_token.items() if e == ex for v in vs] for _, ex in per_token}
+    ref = _median(pooled["sequential"]) if pooled.get("sequential") else 0.0
+    return {ex: _median(vs) / ref for ex, vs in sorted(pooled.items()) if vs and ref > 0}
+
+
+def _draft_per_token(calls: dict) -> dict[tuple, list[float]]:
     per_token: dict[tuple, list[float]] = {}
     for key, t in calls.items():
         d = t.select(["role", "phase", "tokens_out", "wall_ms"]).to_pydict()
         per_token[key] = [w / n for r, ph, n, w in zip(d["role"], d["phase"], d["tokens_out"], d["wall_ms"])
                           if r == "draft" and ph == "decode" and n and n > 0 and w is not None]
-    pooled = [v for (_, ex), vs in per_token.items() if ex == "sequential" for v in vs]
-    if not pooled:
-        return {}
-    ref = _median(pooled)
-    return {k: _median(vs) / ref for k, vs in per_token.items() if vs and ref > 0}
+    return {k: v for k, v in per_token.items() if v}
 
 
 def _median(v: list[float]) -> float:

@@ -13,8 +13,9 @@ Beside the per-problem error, two checks that noise cannot hide a model error fr
 * **aggregate fidelity** (:func:`aggregates`): the replay's error on the mean, P50 and P90 of each trace set and
   executor's per-problem latencies, each with a paired bootstrap interval; the problems' own noise averages out of
   an aggregate, a systematic error does not;
-* **schedule-only** (``schedule_only_ms``): each problem replayed with every call priced at its own measured time
-  (:mod:`.trace_times`), so that its error is the schedule model's alone.
+* **schedule-only** (``schedule_only_ms``): each problem replayed with every call priced at the time the run of that
+  executor measured for it (:mod:`.trace_times`; the step-ahead run's own calls for step_ahead), so that its error is
+  the schedule model's alone.
 """
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ import pyarrow as pa
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.collect_traces import (COLLECT_PROBLEMS_TAG, fastest_calls, find_repeats, find_rounds,
-                                              find_traces, min_latency, plain_traces)
+                                              find_traces, min_latency, overlapped_calls, plain_traces)
 from heterospec.replay.fit_traces import fit_table, trace_speculation
 from heterospec.replay.measured import MeasuredProfile, write_fit
-from heterospec.replay.noise import AGGREGATES, aggregate_error, aggregate_interval, draft_pace, mae_interval, \
-    repeat_spread
+from heterospec.replay.noise import AGGREGATES, aggregate_error, aggregate_interval, draft_contention, draft_pace, \
+    mae_interval, repeat_spread
 from heterospec.replay.steps import steps_from_calls
 from heterospec.store.parquet import versioned, write_parquet
 
@@ -93,6 +94,7 @@ class Measured:
     repeats: dict        # (trace_set, executor) -> collect_repeats rows, where collect.repeats > 1
     spread: dict         # (trace_set, executor, dataset, problem) -> the problem's repeat spread (noise floor)
     pace: dict           # (trace_set, executor) -> the job's draft pace (drift)
+    root: Any = None     # the collect traces' folder (the overlapped executors' own calls, for the schedule-only check)
 
 
 def measured(cfg: Any, paths: RunPaths, executors: list[str]) -> Measured:
@@ -102,7 +104,7 @@ def measured(cfg: Any, paths: RunPaths, executors: list[str]) -> Measured:
     rounds = {k: v for k, v in rounds.items() if k in calls}
     reps = find_repeats(paths.collect_root)
     spread = {(ts, ex, *k): v for (ts, ex), rs in reps.items() for k, v in repeat_spread(rs).items()}
-    return Measured(calls, min_latency(latency, reps), rounds, reps, spread, draft_pace(calls))
+    return Measured(calls, min_latency(latency, reps), rounds, reps, spread, draft_pace(calls), paths.collect_root)
 
 
 def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, executors: list[str]) -> list[dict]:
@@ -141,8 +143,9 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
                 continue
             sched = scheds[e] if spec is None else sd_schedule(cfg, overrides, e)
             pred = simulate(have, [system], [sched], prof, cfg.replay.engine, speculation=spec)
-            alone = {} if spec is not None else schedule_only(have, own, system, sched, prof, cfg.replay.engine,
-                                                              f"{ts}/{e}")
+            alone = {} if spec is not None else schedule_only(have, own if e == "sequential" else
+                                                              _overlapped(m, ts, e, system), system, sched, prof,
+                                                              cfg.replay.engine, f"{ts}/{e}")
             for p, r in zip(have, pred.select(["latency_ms"]).to_pylist()):
                 ms = meas[p.problem]
                 rows.append(dict(run=cfg.name, trace_set=ts, dataset=p.dataset, problem=p.problem, executor=e,
@@ -151,6 +154,15 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
                                  repeat_spread=m.spread.get((ts, e, p.dataset, p.problem)),
                                  draft_pace=m.pace.get((ts, e)), schedule_only_ms=alone.get(p.problem)))
     return rows
+
+
+def _overlapped(m: Measured, ts: str, e: str, system) -> dict[tuple, list[dict]]:
+    """{(dataset, problem): the calls of executor ``e``'s own run of it} (its fastest repeat's), each at its own
+    work (:func:`~heterospec.replay.trace_times.overlapped_rows`): the schedule-only check of an overlapped executor
+    prices every call at the time that very run measured for it."""
+    from heterospec.replay.trace_times import overlapped_rows
+    own = overlapped_calls(m.root, ts, e, m.repeats.get((ts, e))) if m.root is not None else {}
+    return {k: overlapped_rows(rs, system.yields_to) for k, rs in own.items()}
 
 
 def _own_calls(calls: pa.Table) -> dict[tuple, list[dict]]:
@@ -163,9 +175,9 @@ def _own_calls(calls: pa.Table) -> dict[tuple, list[dict]]:
 
 def schedule_only(probs: list, own: dict, system, sched, fallback: MeasuredProfile, engine: str,
                   name: str) -> dict[str, float]:
-    """{problem: latency ms} of each problem replayed under ``sched`` with every call at its own measured time (its
-    sequential run's, ``own``; :class:`~heterospec.replay.trace_times.TraceTimes`), the controller's time and work
-    the sequential run never did priced by ``fallback``. Prints how many of the calls were the problems' own."""
+    """{problem: latency ms} of each problem replayed under ``sched`` with every call at its own measured time (``own``:
+    the calls of the run of that executor, :class:`~heterospec.replay.trace_times.TraceTimes`), the controller's time
+    and work the run did not do in full priced by ``fallback``. Prints how many of the calls were the problems' own."""
     from heterospec.replay.grid import simulate
     from heterospec.replay.trace_times import TraceTimes
 
@@ -178,7 +190,8 @@ def schedule_only(probs: list, own: dict, system, sched, fallback: MeasuredProfi
         matched, unmatched = matched + len(tt.matched), unmatched + len(tt.unmatched)
     if matched + unmatched:
         print(f"[replay validate] {name}: schedule-only, {matched} of {matched + unmatched} distinct calls priced at "
-              f"their own measured time (the rest is work the sequential run did not do: the fit prices it)")
+              f"their own measured time (the rest is work the measured run did not do in full, a prefetch or a draft "
+              f"that a verdict cut: the fit prices it)")
     return out
 
 
@@ -254,6 +267,10 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
                        [(r["role"], r["phase"], r["calls"], r["r2"], r["mape"],
                          ", ".join(f"{f}: {c:.4g}" for f, c in zip(r["features"], r["coefficients"])))
                         for r in fit.to_pylist()]))
+    for ex, c in draft_contention(m.calls).items():
+        if ex != "sequential":
+            print(f"[replay validate] {ex}: the draft decodes at {c:.2f}x the sequential executor's time per token "
+                  f"(the same problems, interleaved: what overlapping the roles costs the draft here, not drift)")
     rows = compare(cfg, overrides, m, MeasuredProfile.from_fit(fit), executors)
     table = pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)
     agg = aggregates(rows, cfg.name)
