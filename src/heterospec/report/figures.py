@@ -159,7 +159,7 @@ def time_shares(rows):
 def replay_validation(rows):
     """The replay against our own measurements, per trace set and executor, its error taken apart: noise (the
     per-problem MAE beside the noise floor of two runs of the same problem), drift (each job's draft pace against
-    the sequential jobs pooled) and the model's error (the schedule-only MAE, and the error on the mean, P50 and P90
+    its executor's jobs pooled) and the model's error (the schedule-only MAE, and the error on the mean, P50 and P90
     latency with their bootstrap intervals)."""
     fig, axes = panels(3, width=4.0, height=3.6, title="Replay validation: noise, drift and model error")
     label = {r["trace_set"] + ", " + r["executor"]: r for r in rows}
@@ -192,7 +192,7 @@ def replay_validation(rows):
     ax.axhspan(0.95, 1.05, color="tab:green", alpha=0.12, label="1 ± 0.05")
     ax.set_xticks(range(len(label)), list(label), rotation=25, ha="right")
     ax.set_ylim(0, max([1.3] + [v * 1.15 for _, v in paced]))
-    ax.set_ylabel("draft ms per token / sequential collects' (×)")
+    ax.set_ylabel("draft ms per token / its executor's collects' (×)")
     ax.set_title("drift: each collect's draft pace", fontsize=9)
     legend_right(fig, axes, "")
     return fig
