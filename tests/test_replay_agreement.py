@@ -155,9 +155,9 @@ def _bt_problem(step4: str) -> TracedProblem:
     return TracedProblem("s", "p", 0, outs, d, t, kvv, kvt, path)
 
 
-def _last_rewrite_ms(prob, u280) -> float:
+def _last_rewrite_ms(prob, u280, profile=None) -> float:
     sysp = SystemParams.of(u280)
-    ctx = Ctx(get_profile("paper_v12"), sysp, recorded=False)
+    ctx = Ctx(profile or get_profile("paper_v12"), sysp, recorded=False)
     _, ops = simulate_problem(prob, "step_ahead", ctx)
     return [o for o in ops if o.kind == "rewrite"][-1].work
 
@@ -169,6 +169,21 @@ def test_a_rewrite_resumes_only_a_prefetch_of_its_own_context(u280):
     assert _last_rewrite_ms(_bt_problem("accept"), u280) < full - 1.0
     # step 4 a rescue: no prefetch was stopped in [s0, t3]; s2's at [s0, r1] has the same length, another context
     assert _last_rewrite_ms(_bt_problem("rescue"), u280) == pytest.approx(full, rel=1e-12)
+
+
+def test_a_rewrite_resumes_its_prefetch_when_the_profile_counts_the_prompt_as_context(u280):
+    """The measured profiles count the prompt in every context (``context_includes_prompt``): the replay shifts the
+    steps' contexts by the prompt, and the path that names the contexts must start there too. s0 and s1 accepted (s1's
+    prefetch stopped in context [s0]); r2 rescues; a backtrack drops r2 and s1 and the target rewrites the step after
+    s0, which resumes s1's stopped prefetch: with the prompt counted (100 tokens) as without it."""
+    from dataclasses import replace
+    prob = TracedProblem("s", "p", 0, ["accept", "accept", "rescue", "backtrack"], [50, 40, 60, 10], [0, 0, 30, 45],
+                         [0, 50, 90, 120], [0, 50, 90, 50], [50, 90, 120, 95])
+    plain = get_profile("paper_v12")
+    assert _last_rewrite_ms(prob, u280, plain) < plain.target(50, 45) - 1.0
+    counted = get_profile("paper_v12")
+    counted.context_includes_prompt = True
+    assert _last_rewrite_ms(replace(prob, prompt=100), u280, counted) < counted.target(100 + 50, 45) - 1.0
 
 
 def test_a_deeper_look_ahead_is_a_named_option(u280):

@@ -14,9 +14,9 @@ class Path:
     __slots__ = ("steps", "kv", "id")
     _ids = itertools.count(1)
 
-    def __init__(self):
+    def __init__(self, kv: int = 0):
         self.steps: list[tuple[int, int]] = []   # (tokens, id of the context after the step)
-        self.kv = 0
+        self.kv = kv                             # the context before the first step (the prompt, where counted)
         self.id = 0
 
     def push(self, tokens: int) -> None:
@@ -37,7 +37,7 @@ class Path:
 class PartialCache(Pipeline):
     def __init__(self, prob, ctx, eng, options):
         super().__init__(prob, ctx, eng, options)
-        self.path = Path()
+        self.path = Path(prob.kvv[0] if prob.kvv else 0)   # contexts as the profile counts them: with the prompt or not
         self.partials: dict = {}   # context id -> the prefetch stopped there
         self.kept = None           # the stopped prefetch a backtrack's rewrite resumes
 
