@@ -56,26 +56,30 @@ def same(a: list[dict], b: list[dict]) -> bool:
     return len(a) == len(b) and all(r.keys() == s.keys() and all(eq(r[k], s[k]) for k in r) for r, s in zip(a, b))
 
 
-def test_the_order_takes_every_configuration_of_a_problem_before_the_next_and_is_seeded():
+def test_the_order_goes_round_by_round_and_takes_every_configuration_of_a_problem_before_the_next_and_is_seeded():
     problems = load_problems(compose_config(["experiment=ci"]).dataset, 5)
     collects = [Collect(None, "synthetic", a, e, "0of1", problems, 2, None, {})
                 for a in ("rsd", "brsd") for e in ("sequential", "step_ahead")]
     order = interleaved_order(collects, seed=0)
     names = [(c.algorithm, c.executor, k, j) for c, k, j in order]
-    # problem by problem, each with all 4 collects x 2 repeats, every run once
-    assert [k for _, _, k, _ in names] == [k for k in range(5) for _ in range(8)]
+    # round 0 of every problem, then round 1; within a round problem by problem, each with all 4 collects once
+    assert [(j, k) for _, _, k, j in names] == [(j, k) for j in range(2) for k in range(5) for _ in range(4)]
     assert len(set(names)) == 40
-    # the order within a problem is shuffled (not the listing's), differs between problems, and is the seed's
-    per_problem = [tuple(n for n in names if n[2] == k) for k in range(5)]
-    listed = [(c.algorithm, c.executor, j) for c in collects for j in range(2)]
-    assert any([(a, e, j) for a, e, _, j in p] != listed for p in per_problem)
-    assert len({tuple((a, e, j) for a, e, _, j in p) for p in per_problem}) > 1
+    # the order within a problem is shuffled (not the listing's), differs between problems and rounds, is the seed's
+    per_run = [tuple((a, e) for a, e, k, i in names if (k, i) == (p, j)) for j in range(2) for p in range(5)]
+    listed = [(c.algorithm, c.executor) for c in collects]
+    assert any(list(p) != listed for p in per_run)
+    assert len(set(per_run[:5])) > 1 and any(per_run[p] != per_run[5 + p] for p in range(5))
     assert [(c.algorithm, c.executor, k, j) for c, k, j in interleaved_order(collects, seed=0)] == names
     assert [(c.algorithm, c.executor, k, j) for c, k, j in interleaved_order(collects, seed=1)] != names
     # a problem's order depends on the problem, not on its place in a shard: the last problem alone, same order
     alone = [Collect(None, "synthetic", c.algorithm, c.executor, "1of2", problems[4:], 2, None, {}) for c in collects]
     assert [(c.algorithm, c.executor, j) for c, _, j in interleaved_order(alone, seed=0)] == \
-        [(a, e, j) for a, e, _, j in per_problem[4]]
+        [(a, e, j) for a, e, k, j in names if k == 4]
+    # a collect with fewer repeats sits out the later rounds
+    fewer = collects[:3] + [Collect(None, "synthetic", "brsd", "step_ahead", "0of1", problems, 1, None, {})]
+    short = interleaved_order(fewer, seed=0)
+    assert len(short) == 5 * 7 and all(c.repeats == 2 for c, _, j in short if j == 1)
 
 
 def test_the_timed_collects_are_the_algorithm_configs_under_every_executor():
@@ -95,16 +99,18 @@ def timed(request):
 
 
 def test_timed_collects_write_the_block_wise_tables_problem_by_problem(request, timed):
-    """One session, interleaved: every run of a problem journaled before any run of the next; the tables equal one
-    block-wise collect per configuration in another run folder (same models, same problems)."""
+    """One session, interleaved: round by round, and within a round every run of a problem journaled before any run
+    of the next; the tables equal one block-wise collect per configuration in another run folder (same models, same
+    problems)."""
     ci = request.getfixturevalue("trio")
     cfg, _, _, out = timed
     assert sorted(out) == sorted(timed_collects(cfg))
-    # the journals' write times: problem k's eight runs all before any of problem k + 1's
+    # the journals' write times: round 0 before round 1 (the repeat's journal is <k>.r1.json), and within a round
+    # problem k's four runs all before any of problem k + 1's
     written = []
     for (a, e), tables in out.items():
         for f in (tables["problems"].parent / "journal").glob("*.json"):
-            written.append((f.stat().st_mtime_ns, int(f.name[:6])))
+            written.append((f.stat().st_mtime_ns, (".r1." in f.name, int(f.name[:6]))))
     assert len(written) == 6 * 4 * 2
     by_time = [k for _, k in sorted(written)]
     assert by_time == sorted(by_time)

@@ -12,8 +12,9 @@ With ``collect.repeats`` k > 1 each problem runs k times, in k rounds over the s
 the first round's trace and the ``repeats`` table every round's timings (:mod:`heterospec.reasoning.repeats`).
 
 ``timed`` runs the collects whose timings the replay fits and validates (every algorithm config under every
-executor, ``collect.repeats`` times) in one job over one session, interleaved problem by problem
-(:func:`run_timed`): the same journals and tables as one ``run`` per collect, measured in the same minutes.
+executor, ``collect.repeats`` times) in one job over one session, in rounds as above and interleaved problem by
+problem within a round (:func:`run_timed`): the same journals and tables as one ``run`` per collect, measured in
+the same minutes.
 """
 from __future__ import annotations
 
@@ -232,24 +233,29 @@ def run_shard(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorith
 
 
 def interleaved_order(collects: list[Collect], seed: int) -> list[tuple[Collect, int, int]]:
-    """Every (collect, problem index, repeat), problem by problem; within a problem, every collect's repeats in an
-    order shuffled by ``seed`` and the problem's id (so it is the same on a rerun and in any shard)."""
+    """Every (collect, problem index, repeat): round by round (repeat j of every problem before repeat j + 1 of any,
+    as a block-wise collect repeats), problem by problem within a round; within a problem, every collect's run of the
+    round in an order shuffled by ``seed``, the problem's id and the round (so it is the same on a rerun and in any
+    shard). What is compared (the collects) shares the problem's seconds; a problem's repeats lie a round apart, so
+    a slow spell of a few seconds reaches one of them, not all (the validation counts the fastest)."""
     import random
 
     order = []
-    for k, prob in enumerate(collects[0].problems):
-        runs = [(c, k, j) for c in collects for j in range(c.repeats)]
-        random.Random(f"{seed}/{prob.id}").shuffle(runs)
-        order += runs
+    for j in range(max(c.repeats for c in collects)):
+        for k, prob in enumerate(collects[0].problems):
+            runs = [(c, k, j) for c in collects if j < c.repeats]
+            random.Random(f"{seed}/{prob.id}/{j}").shuffle(runs)
+            order += runs
     return order
 
 
 def run_timed(cfg, paths: RunPaths, overrides: list[str], dataset: str, shard: str,
               processes: bool | None = None) -> dict[tuple[str, str], dict[str, Path]]:
     """The timed collects (:func:`~heterospec.config.collect_variants.timed_collects`) of one shard in one job over
-    one session: problem by problem, every (algorithm, executor, repeat) of a problem in a seeded shuffled order, so
-    that the machine's load in any minute falls on all of them alike. Each collect's journal and tables are those
-    :func:`run_shard` writes; returns {(algorithm, executor): its tables}."""
+    one session: round by round (``collect.repeats``), problem by problem, every (algorithm, executor) of a problem
+    in a seeded shuffled order (:func:`interleaved_order`), so that the machine's load in any minute falls on all of
+    them alike. Each collect's journal and tables are those :func:`run_shard` writes; returns {(algorithm, executor):
+    its tables}."""
     names = timed_collects(cfg)
     if not names:
         raise UserError("collect.algorithms names no algorithm config: there are no timed collects to run")

@@ -1,7 +1,7 @@
 # collect: RSD / BRSD run for real with every model call and every step of the controller traced, sharded by
 # problem range, then merged. The timed collects (every algorithm config under every executor, whose timings the
-# replay fits and validates) run in one job per shard, interleaved problem by problem; each collect variant runs
-# in a job of its own, after them.
+# replay fits and validates) run in one job per shard, interleaved problem by problem in rounds of repeats; each
+# collect variant runs in a job of its own, after them.
 
 if TIMED:
 
