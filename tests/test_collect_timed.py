@@ -18,6 +18,7 @@ from heterospec.config.collect_variants import timed_collects
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.reasoning.collect_schemas import TABLES
+from heterospec.reasoning.repeats import journal_name
 from heterospec.store import read_parquet
 from heterospec.tasks import load_problems
 from test_reasoning import OVERRIDES, trio  # noqa: F401  (the module's ci trio, thresholds at the PRM's median)
@@ -105,12 +106,13 @@ def test_timed_collects_write_the_block_wise_tables_problem_by_problem(request, 
     ci = request.getfixturevalue("trio")
     cfg, _, _, out = timed
     assert sorted(out) == sorted(timed_collects(cfg))
-    # the journals' write times: round 0 before round 1 (the repeat's journal is <k>.r1.json), and within a round
-    # problem k's four runs all before any of problem k + 1's
+    # the journals' write times: round 0 before round 1, and within a round problem k's four runs all before any of
+    # problem k + 1's
+    run_of = {journal_name(k, j): (j, k) for j in range(2) for k in range(6)}
     written = []
     for (a, e), tables in out.items():
         for f in (tables["problems"].parent / "journal").glob("*.json"):
-            written.append((f.stat().st_mtime_ns, (".r1." in f.name, int(f.name[:6]))))
+            written.append((f.stat().st_mtime_ns, run_of[f.name]))
     assert len(written) == 6 * 4 * 2
     by_time = [k for _, k in sorted(written)]
     assert by_time == sorted(by_time)
