@@ -88,12 +88,27 @@ def one_at_a_time(probs, system, schedule, profile, plan) -> list[float]:
     return [r.latency for r in run.requests]
 
 
+def between_tokens(profile: LatencyProfile) -> LatencyProfile:
+    """``profile`` where a cancel lets the target's prefill and then the token in progress finish (as our executors
+    do: the measured profile's ``cancel_units``)."""
+    def cancel_units(role, kv, n, new=None):
+        if n <= 0:
+            return 0.0, 0.0
+        if role == "target":
+            return profile.target_prefill(kv, new), profile.target_decode(kv, n) / n
+        return 0.0, profile.draft_decode(kv, n) / n
+    profile.cancel_units = cancel_units
+    return profile
+
+
 @pytest.mark.parametrize("system_name", ["gpu3", "hetero_u280", "cpu3"])
-@pytest.mark.parametrize("profile_name", ["paper_v12", "roofline"])
+@pytest.mark.parametrize("profile_name", ["paper_v12", "roofline", "roofline_between_tokens"])
 def test_one_request_at_a_time_at_batch_1_is_the_single_request_replay(system_name, profile_name):
     system = hw_system(system_name)
     models = compose_config(["models=config1" if system_name != "cpu3" else "models=tiny"]).models
-    profile = get_profile(profile_name, system=system, models=models)
+    profile = get_profile(profile_name.removesuffix("_between_tokens"), system=system, models=models)
+    if profile_name.endswith("_between_tokens"):
+        profile = between_tokens(profile)
     probs = artifact("with_bt", 3) + artifact("no_bt", 2) + generated(10)
     plan = batch1_plan(system, models)
     for schedule in schedule_names():

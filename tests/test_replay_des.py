@@ -151,6 +151,16 @@ class PrefixCached(LatencyProfile):
         return self.base.target_decode(kv, g)
 
 
+class BetweenTokens(PrefixCached):
+    """A cancel lets the prefill and then the token in progress finish (as the measured profile's)."""
+    name = "between_tokens"
+
+    def cancel_units(self, role, kv, n, new=None):
+        if role == "target":
+            return self.target_prefill(kv, new), self.target_decode(kv, n) / n
+        return 0.0, self.draft_decode(kv, n) / n
+
+
 def _cached_problem():
     # accept 10; reject 8 -> target 12; accept 9; reject 7 -> failed rescue 5, backtrack to 22 -> target 6
     return TracedProblem("s", "p", 0, ["accept", "rescue", "accept", "backtrack"], [10, 8, 9, 7], [0, 12, 0, 6],
@@ -181,11 +191,13 @@ def test_prefix_cache_never_slows_the_sequential_baseline(prob):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(prob=problems(), sched=st.sampled_from(SCHEDULES), cached=st.booleans(), shared=st.booleans())
-def test_simpy_and_fast_engines_agree(prob, sched, cached, shared):
-    # cached: prefetches with an uncut prefill; shared: the target yields to the PRM (one core, as on cpu3)
+@given(prob=problems(), sched=st.sampled_from(SCHEDULES), cut=st.sampled_from(["at_once", "prefill", "tokens"]),
+       shared=st.booleans())
+def test_simpy_and_fast_engines_agree(prob, sched, cut, shared):
+    # cut: how a cancel cuts a prefetch or a draft ahead: at once, after the prefill (a prefix cache), or also at the
+    # end of the token in progress (our executors); shared: the target yields to the PRM (one core, as on cpu3)
     sysp = replace(system(), yields_to={"target": "prm"}) if shared else system()
-    ctx = Ctx(PrefixCached() if cached else CTX.profile, sysp)
+    ctx = Ctx({"at_once": CTX.profile, "prefill": PrefixCached(), "tokens": BetweenTokens()}[cut], sysp)
     a, ops_a = simulate_problem(prob, sched, ctx, "fast")
     b, ops_b = simulate_problem(prob, sched, ctx, "simpy")
     assert [t for o in ops_a for t in (o.start, o.end)] == pytest.approx(

@@ -43,6 +43,45 @@ def test_target_progresses_only_while_the_prm_is_idle(Engine):
     assert (P.end, P.work) == pytest.approx((5.0, 2.0))
 
 
+@pytest.mark.parametrize("Engine", [FastEngine, SimpyEngine])
+def test_a_cancel_lets_the_token_in_progress_finish(Engine):
+    """Worked by hand: a write of 11 ms, 2 ms that no cancel cuts (dispatch, feed) then three tokens of 3 ms, cancelled
+    by an op that ends at ``at``: it stops at the end of the token in progress (of the feed, if that is where it is)."""
+    def cut(at, grain=3.0, yields=None, prm_after=None):
+        eng = Engine(yields or {})
+        V = eng.run("draft", at)
+        if prm_after is not None:                                 # the PRM busy [at + prm_after, at + prm_after + 2.5]
+            eng.run("prm", 2.5, [eng.run("draft", prm_after, [V])])
+        W = eng.run("target", 11.0, until=V, atomic=2.0, grain=grain)
+        eng.finish()
+        return W.end, W.work
+    assert cut(6.0) == pytest.approx((8.0, 8.0))        # 4 ms into the tokens: the second one finishes
+    assert cut(5.0) == pytest.approx((5.0, 5.0))        # at a token's end: nothing more
+    assert cut(1.0) == pytest.approx((2.0, 2.0))        # in the feed: it finishes, no token starts
+    assert cut(10.5) == pytest.approx((11.0, 11.0))     # in the last token: the write completes
+    assert cut(6.0, grain=0.0) == pytest.approx((6.0, 6.0))   # the artifact's rule: stopped where it is
+    # on a core it yields to the PRM (busy 6.5-9): 2 ms of work left at the cancel, 0.5 before the PRM, 1.5 after
+    assert cut(6.0, yields={"target": "prm"}, prm_after=0.5) == pytest.approx((10.5, 8.0))
+
+
+def test_step_ahead_ends_when_the_cancelled_prefetch_ends_its_token():
+    """One accepted step under step_ahead, a measured profile (ms): the draft writes 4 tokens at 1 a token and the PRM
+    scores in 2.5, so the verdict comes at 6.5; the target's prefetch (prefill 1, then 2 a token) is in its third
+    token then, which ends at 7, and the problem with it, as our executor's ``finish`` waits for cancelled work (cut at
+    once: 6.5). Where the target yields to the PRM (busy 4-6.5) it has done 4 ms at the verdict, in its second token,
+    which ends at 7.5."""
+    prof = MeasuredProfile({("draft", "decode"): [0.0, 1.0, 0.0], ("prm", "score"): [2.5, 0.0, 0.0],
+                            ("target", "prefill"): [1.0, 0.0, 0.0], ("target", "decode"): [0.0, 2.0, 0.0]})
+    assert prof.cancel_units("target", 10, 4) == (1.0, 2.0) and prof.cancel_units("draft", 10, 4) == (0.0, 1.0)
+    prob = TracedProblem("s", "p", 0, ["accept"], [4], [0], [10], [10], [14])
+    for yields, end in (({}, 7.0), ({"target": "prm"}, 7.5)):
+        system = replace(cpu3(yields), link_bandwidth_gbs=float("inf"), link_latency_us=0.0)
+        for engine in ("fast", "simpy"):
+            m, ops = simulate_problem(prob, "step_ahead", Ctx(prof, system), engine)
+            pf = next(o for o in ops if o.kind == "prefetch")
+            assert (pf.end, m["latency_ms"]) == pytest.approx((end, end)), (yields, engine)
+
+
 def test_bad_yields_to():
     from heterospec.config.hardware import System
     cpu = dict(name="c", kind="cpu", memory_type="ddr4", memory_gb=1, bandwidth_gbs=1, power_active_w=1, power_idle_w=1)

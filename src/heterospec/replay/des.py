@@ -3,9 +3,10 @@
 Four resources: the ``draft``, ``prm`` and ``target`` devices and the ``link``. A schedule policy
 (:mod:`heterospec.replay.schedules`) turns one problem's steps into *operations*: "run this for that long on that
 resource, after those operations" (optionally "... but stop when that operation ends", for a prefetch or a
-speculative draft that is cancelled by a decision; its first ``atomic`` ms are not cut: a forward pass in progress
-finishes). Each resource runs its operations in the order the policy
-issued them (an in-order stream, like a CUDA stream or the FPGA's command queue). A device may *yield to* another
+speculative draft that is cancelled by a decision; its first ``atomic`` ms are not cut, a forward pass in progress
+finishes, and after them it stops at the end of a unit of ``grain`` ms, the token in progress: the profile's
+``cancel_units``). Each resource runs its operations in the order the policy issued them (an in-order stream, like a
+CUDA stream or the FPGA's command queue). A device may *yield to* another
 (``SystemConfig.yields_to``, e.g. cpu3 on two cores: the target runs on the PRM's core at a lower OS priority): its
 operations then progress only while that device is idle, so they take longer than their work (``Op.work``).
 

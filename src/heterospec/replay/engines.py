@@ -9,6 +9,8 @@ import simpy
 
 from heterospec.errors import UserError
 
+ROUNDING = 1e-9   # units: a stop this close to a unit's end is at its end (work is a difference of float times)
+
 DEVICES = ("draft", "prm", "target")
 RESOURCES = DEVICES + ("link",)
 ENGINES = ("fast", "simpy")
@@ -17,14 +19,15 @@ ENGINES = ("fast", "simpy")
 class Op:
     """One operation. ``dur`` is ms or a callable evaluated when the op starts (it may read earlier ops' times)."""
     __slots__ = ("res", "dur", "deps", "until", "kind", "disc", "role", "kv", "cap", "ref", "start", "end", "ev",
-                 "chain", "work", "new", "atomic")
+                 "chain", "work", "new", "atomic", "grain")
 
     def __init__(self, res, dur, deps, until, kind, disc, role, kv, cap, ref, start=math.nan, end=math.nan,
-                 chain=math.nan, new=None, atomic=0.0):
+                 chain=math.nan, new=None, atomic=0.0, grain=0.0):
         self.res, self.dur, self.deps, self.until = res, dur, deps, until
         self.kind, self.disc, self.role, self.kv, self.cap, self.ref = kind, disc, role, kv, cap, ref
         self.new = new   # context tokens the target read that were not in its cache (None: all)
         self.atomic = atomic   # ms of work ``until`` cannot cut (a forward pass in progress: the prefetch's prefill)
+        self.grain = grain     # after those, ms of each unit ``until`` cannot cut (the token in progress; 0: none)
         self.start, self.end, self.chain = start, end, chain
         self.work = end - start   # ms of progress: less than end - start while it yielded to another device
         self.ev = None
@@ -42,8 +45,8 @@ class Engine:
 
     def run(self, res: str, dur: float | Callable[[], float], deps: Iterable[Op] = (), *, until: Op | None = None,
             kind: str = "", disc: bool = False, role: str = "", kv: int = 0, cap: int = 0, ref: Op | None = None,
-            new: int | None = None, atomic: float = 0.0) -> Op:
-        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, new=new, atomic=atomic)
+            new: int | None = None, atomic: float = 0.0, grain: float = 0.0) -> Op:
+        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, new=new, atomic=atomic, grain=grain)
         self.ops.append(op)
         self._issue(op)
         return op
@@ -90,6 +93,18 @@ class Tally:
         return t
 
 
+def uncut(done: float, atomic: float, grain: float, dur: float) -> float:
+    """The ms of work an operation of ``dur`` ms does when its cancelling op ends after ``done`` ms of it: its first
+    ``atomic`` ms in any case, then whole units of ``grain`` ms (the unit in progress finishes; ``grain`` 0: it stops
+    where it is)."""
+    if done >= dur:
+        return dur
+    if done <= atomic or not grain:
+        return min(max(done, atomic), dur)
+    units = math.ceil((done - atomic) / grain - ROUNDING)
+    return min(atomic + units * grain, dur)
+
+
 def _yielding(owner_iv: list, s: float, dur: float, stop: float) -> tuple[float, float]:
     """(end, work) of ``dur`` ms of work from ``s`` that progresses only outside the owner's busy intervals
     (sorted, disjoint), stopped at ``stop`` at the latest."""
@@ -129,7 +144,7 @@ class FastEngine(Engine):
         self.yielded: list[tuple[Op, int]] = []           # each yielding op and how many owner ops preceded it
 
     def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None, new=None,
-            atomic=0.0):
+            atomic=0.0, grain=0.0):
         s = self.free[res]
         c = 0.0
         for d in deps:
@@ -148,8 +163,8 @@ class FastEngine(Engine):
                 stop = s
         owner = self.yields.get(res)
         if owner is None:
-            if atomic and stop < s + atomic:
-                stop = s + atomic
+            if (atomic or grain) and stop < s + dur:
+                stop = s + uncut(stop - s, atomic, grain, dur)
             e = s + dur if s + dur < stop else stop
             w = e - s
         else:
@@ -161,8 +176,11 @@ class FastEngine(Engine):
                     w += w2
             else:
                 e, w = _yielding(iv, s, dur, stop)
+            if grain and w < dur:   # the unit in progress at the stop finishes
+                e, w2 = _yielding(iv, e, uncut(w, atomic, grain, dur) - w, math.inf)
+                w += w2
         c += e - s
-        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, s, e, c, new, atomic)
+        op = Op(res, dur, deps, until, kind, disc, role or res, kv, cap, ref, s, e, c, new, atomic, grain)
         op.work = w
         self.ops.append(op)
         if owner is not None:
@@ -252,11 +270,16 @@ class SimpyEngine(Engine):
                 op.work = yield from self._yielding(owner, first, None)
                 if dur > first:
                     op.work += yield from self._yielding(owner, dur - first, op.until.ev)
+                if op.grain and op.work < dur:   # the unit in progress at the stop finishes
+                    op.work += yield from self._yielding(owner, uncut(op.work, first, op.grain, dur) - op.work, None)
             else:
                 if first > 0:
                     yield env.timeout(first)
                 if dur > first:
                     yield env.timeout(dur - first) | op.until.ev
+                    did = env.now - op.start
+                    if op.grain and did < dur:   # the unit in progress at the stop finishes
+                        yield env.timeout(uncut(did, first, op.grain, dur) - did)
             op.end = env.now
             if owner is None:
                 op.work = op.end - op.start

@@ -78,6 +78,15 @@ class LatencyProfile(ABC):
         return self.draft_prefill(0, prompt_tokens) + \
             prompt_tokens * self.draft_kv_bytes_per_token / (bandwidth_gbs * 1e9) * 1e3
 
+    def cancel_units(self, role: str, kv: int, n: int, new: int | None = None) -> tuple[float, float]:
+        """How a cancel cuts a write of ``n`` tokens after ``kv`` (a prefetch, a draft ahead of its verdict):
+        ``(atomic, grain)``, the first ms it cannot cut and the ms of each token after them, whose token in progress
+        finishes (0: it stops where it is). By default the artifact's rule, a cancel stops the work at once, except
+        that a target reading its context through a prefix cache finishes that read."""
+        if role == "target" and self.prefix_cache:
+            return self.target_prefill(kv, new), 0.0
+        return 0.0, 0.0
+
     def call(self, role: str, phase: str, kv: int, n: int) -> float:
         """Generic dispatch for a model call (role, phase prefill/decode/score)."""
         if role == "draft" and phase == "decode":

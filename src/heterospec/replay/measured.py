@@ -269,6 +269,17 @@ class MeasuredProfile(LatencyProfile):
     def target_decode(self, kv: int, g: int) -> float:
         return self._ms("target", "decode", g, kv)
 
+    def cancel_units(self, role: str, kv: int, n: int, new: int | None = None) -> tuple[float, float]:
+        """Our executors check for a cancel before each token (heterospec.reasoning.roles.StepWriter): the dispatch
+        and the feed finish, then the token in progress; the write's end waits for it (and a problem's end for
+        every cancelled write: heterospec.reasoning.executors.StepAhead.finish)."""
+        if n <= 0:
+            return 0.0, 0.0
+        if role == "target":
+            return self.target_prefill(kv, new), self.target_decode(kv, n) / n
+        decode = self._ms("draft", "decode", n, kv + 1)
+        return self.draft_decode(kv, n) - decode, decode / n
+
     def target_verify(self, kv: int, n: int) -> float:
         """A verification pass of ``n`` tokens as the rounds were fitted (:func:`fit_rounds`), else a decode step."""
         if ("target", "verify") not in self.coef:

@@ -87,6 +87,12 @@ class TraceTimes(LatencyProfile):
             return self._own(("decode", kv), pace[2] * g / pace[1], None)
         return self._own(("decode", kv, g), None, lambda: self.fallback.target_decode(kv, g))
 
+    def cancel_units(self, role: str, kv: int, n: int, new: int | None = None) -> tuple[float, float]:
+        """As the fallback's (our executors cancel between tokens), a target write's at its own measured pace."""
+        if role == "target" and n > 0:
+            return self.target_prefill(kv, new), self.target_decode(kv, n) / n
+        return self.fallback.cancel_units(role, kv, n, new)
+
     def _own(self, key: tuple, ms: float | None, fallback) -> float:
         if ms is not None:
             self.matched.add(key)

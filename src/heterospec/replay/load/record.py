@@ -40,8 +40,9 @@ class RecordingEngine(Engine):
     """Records a policy's operations as :class:`Job` objects; times nothing."""
 
     def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None, new=None,
-            atomic=0.0):
-        job = Job(res, dur, tuple(deps), until, kind, disc, role or res, kv, cap, ref, new=new, atomic=atomic)
+            atomic=0.0, grain=0.0):
+        job = Job(res, dur, tuple(deps), until, kind, disc, role or res, kv, cap, ref, new=new, atomic=atomic,
+                  grain=grain)
         self.ops.append(job)
         return job
 

@@ -5,8 +5,9 @@ dependencies have ended and so has the request's previous operation on the same 
 in-order stream per device the single-request replay has); then its duration is read, and it joins its device's
 queue, where the device's batching policy (:mod:`.batching`) decides when it runs and at what pace. An operation
 with nothing left to do (a cancelled prefetch that never started, a zero-length marker) ends when it is ready. A
-cancelling operation that ends stops the operations it cancels: a running one after its ``atomic`` part, a queued
-one at once; what it did stays on its device's books, thrown away or not. A device that yields to another
+cancelling operation that ends stops the operations it cancels: a running one after its ``atomic`` part and then the
+``grain`` unit in progress (a token, where the profile's ``cancel_units`` finish it), a queued one once it has done its
+``atomic`` part; what it did stays on its device's books, thrown away or not. A device that yields to another
 (``SystemParams.yields_to``) makes progress only while that one is idle.
 
 With one request in the system at a time and every device at batch 1 this is exactly the single-request replay's

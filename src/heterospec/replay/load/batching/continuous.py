@@ -13,6 +13,7 @@ import heapq
 import itertools
 import math
 
+from heterospec.replay.engines import uncut
 from heterospec.replay.load.batching import policy
 from heterospec.replay.load.batching.server import EPS, Server
 
@@ -79,7 +80,7 @@ class Continuous(Server):
 
     def cut(self, job, now: float) -> bool:
         done = self.v - job.vstart
-        job.final = min(job.final, max(done, job.atomic))
+        job.final = uncut(done, job.atomic, job.grain, job.final)
         if job.final <= done + EPS:
             job.final = done
             self._leave(job)

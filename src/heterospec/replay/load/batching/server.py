@@ -6,6 +6,7 @@ import math
 from collections import deque
 from typing import Callable
 
+from heterospec.replay.engines import uncut
 from heterospec.replay.load.batching import Bounds
 
 EPS = 1e-9   # ms: work left below this is done (times are sums of floats)
@@ -51,7 +52,8 @@ class Server:
 
     def cut(self, job, now: float) -> bool:
         """The running ``job``'s cancelling op ended: it stops once it has done the work it did so far or its
-        ``atomic`` part (a forward pass in progress), whichever is more (``job.final`` lowered to that); True when
+        ``atomic`` part (a forward pass in progress), whichever is more, and after the ``atomic`` part the ``grain``
+        unit in progress (a token; :func:`heterospec.replay.engines.uncut`; ``job.final`` lowered to that); True when
         that is now (it is then removed)."""
         raise NotImplementedError
 
@@ -115,7 +117,7 @@ class Passes(Server):
         for i, p in enumerate(self.lanes):
             if p is not None and job in p.jobs:
                 done = p.length - p.left if len(p.jobs) == 1 else job.final * (1.0 - p.left / p.length)
-                job.final = min(job.final, max(done, job.atomic))
+                job.final = uncut(done, job.atomic, job.grain, job.final)
                 if job.final <= done + EPS:
                     p.jobs.remove(job)
                     job.final = done

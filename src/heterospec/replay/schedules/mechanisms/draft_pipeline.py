@@ -41,5 +41,8 @@ class DraftPipeline(Pipeline):
             self.speculate(prob.kvv[i] + self.rescue[i], prob.d[i + 1], [R0], ver)
 
     def speculate(self, kv: int, n: int, deps: list, V) -> None:
-        """The draft writes the next step while V decides; V rejects, so it is cancelled there."""
-        self.run("draft", self.p.draft_decode(kv, n), deps, until=V, kind="spec_draft", disc=True, kv=kv, cap=n)
+        """The draft writes the next step while V decides; V rejects, so it is cancelled there (as the profile's
+        ``cancel_units`` cut a write)."""
+        atomic, grain = self.p.cancel_units("draft", kv, n)
+        self.run("draft", self.p.draft_decode(kv, n), deps, until=V, kind="spec_draft", disc=True, kv=kv, cap=n,
+                 atomic=atomic, grain=grain)

@@ -34,8 +34,9 @@ class Prefetch(Pipeline):
         reused = out == "rescue" or r > 0
         new = self.tc.read(kv)
         full = p.target(kv, cap, new)
+        atomic, grain = p.cancel_units("target", kv, cap, new)
         PF = self.run("target", full, self.ready_t, until=V, kind="prefetch", disc=not reused, kv=kv, cap=cap,
-                      new=new, atomic=p.target_prefill(kv, new) if p.prefix_cache else 0.0)
+                      new=new, atomic=atomic, grain=grain)
         if reused:
             PF.disc = self.unused(PF, full)
         return PF
