@@ -102,7 +102,7 @@ def uncut(done: float, atomic: float, grain: float, dur: float) -> float:
     if done <= atomic or not grain:
         return min(max(done, atomic), dur)
     units = math.ceil((done - atomic) / grain - ROUNDING)
-    return min(atomic + units * grain, dur)
+    return min(max(atomic + units * grain, done), dur)
 
 
 def _yielding(owner_iv: list, s: float, dur: float, stop: float) -> tuple[float, float]:
