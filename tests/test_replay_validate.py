@@ -481,6 +481,33 @@ def test_schedule_only_replays_a_sequential_run_at_its_own_call_times():
     assert tt.complete and not tt.unmatched
 
 
+def test_sequential_draft_takes_a_scored_rescue_in_after_its_verdict():
+    """A BRSD rescue the PRM scores, then the draft's next write, which first takes the target's step in (2 ms): under
+    sequential nothing overlaps, as in our executor, so the replay at the calls' own times is their sum, 32 ms; the
+    draft's ingest running beside the PRM's score of the step (3 ms) would give 30. Under step_ahead the draft writes
+    the next step while that score runs, so there it does overlap."""
+    from heterospec.replay.problem import problems_from_steps
+    from heterospec.replay.trace_times import TraceTimes
+    rows = [_call(0, -1, "draft", "prefill", 10, 0, 0, 1.0),
+            _call(1, 0, "draft", "decode", 0, 5, 10, 4.0), _call(2, 0, "prm", "score", 15, 0, 0, 3.0),
+            _call(3, 1, "draft", "decode", 0, 6, 15, 5.0, "rescue"), _call(4, 1, "prm", "score", 6, 0, 15, 2.0),
+            _call(5, 1, "target", "decode", 0, 7, 15, 8.0, "rescue"),
+            _call(6, 1, "prm", "score", 7, 0, 15, 3.0, "rescue"),                   # the rescue scored
+            _call(7, 2, "draft", "prefill", 7, 0, 16, 2.0),                          # its feed into the draft
+            _call(8, 2, "draft", "decode", 0, 4, 22, 3.0), _call(9, 2, "prm", "score", 4, 0, 22, 1.0)]
+    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    assert prob.outcome == ["accept", "rescue", "accept"] and prob.scored[1]
+    tt = TraceTimes(prob, rows, _zero_fit())
+    system = replace(cpu3({}), link_bandwidth_gbs=float("inf"), link_latency_us=0.0)
+    m, ops = simulate_problem(prob, "sequential", Ctx(tt, system))
+    assert m["latency_ms"] == pytest.approx(32.0) and tt.complete and not tt.unmatched
+    sync, score = next(o for o in ops if o.kind == "sync"), next(o for o in ops if o.kind == "verify_target")
+    assert sync.start == pytest.approx(score.end)
+    _, ops = simulate_problem(prob, "step_ahead", Ctx(tt, system))
+    sync, score = next(o for o in ops if o.kind == "sync"), next(o for o in ops if o.kind == "verify_target")
+    assert sync.start < score.end
+
+
 def test_schedule_only_step_ahead_overlaps_the_next_draft_with_the_verdict():
     """Two accepted steps under step_ahead: the second is drafted while the PRM scores the first, so the problem
     takes 1 (prompt) + 4 + max(3, 0.5 + 6) + 2 ms; the target's prefetches of accepted steps, which the sequential

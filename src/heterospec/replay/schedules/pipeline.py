@@ -94,7 +94,7 @@ class Pipeline:
                     if scored[i] else None
                 if last:
                     break
-                S = run("draft", self.ingest_ms(i), self.sync_deps(R, L2), kind="sync")
+                S = run("draft", self.ingest_ms(i), self.sync_deps(R, L2, V2), kind="sync")
                 ready_d = self.draft_after_reject(S, L2, V2)
                 self.ready_t = [V2 or L2]
             D = run("draft", p.draft_decode(self.dkv[i + 1], d[i + 1]), ready_d, kind="draft",
@@ -178,9 +178,11 @@ class Pipeline:
         prompt = 0 if p.context_includes_prompt else prob.prompt
         return p.draft_prefill(0, prompt + prob.kvt[i] + prob.t[i])
 
-    def sync_deps(self, R, L2) -> list:
-        """The draft's ingest waits for the step's transfer."""
-        return [L2]
+    def sync_deps(self, R, L2, V2) -> list:
+        """The draft's ingest waits for the PRM's verdict on the step (``V2``; its transfer ``L2`` when the algorithm
+        does not score it): nothing overlaps, as in our sequential executor, whose draft takes the step in at the start
+        of its next write."""
+        return [V2 or L2]
 
     def draft_after_reject(self, S, L2, V2) -> list:
         """What the next draft waits for after a rejection: the ingest and the PRM's verdict on the target's step

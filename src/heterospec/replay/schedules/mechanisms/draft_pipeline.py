@@ -28,6 +28,11 @@ class DraftPipeline(Pipeline):
         self.settled = [V2 or L2]
         return [S, L2]
 
+    def sync_deps(self, R, L2, V2):
+        """The draft takes the target's step in while the PRM scores it: the next step, drafted ahead of that verdict,
+        starts with it."""
+        return super().sync_deps(R, L2, None)
+
     def rejected(self, i, D, V, last):
         super().rejected(i, D, V, last)
         if not last:

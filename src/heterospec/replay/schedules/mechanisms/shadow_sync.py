@@ -7,5 +7,5 @@ from heterospec.replay.schedules.pipeline import Pipeline
 
 @mechanism("shadow_sync")
 class ShadowSync(Pipeline):
-    def sync_deps(self, R, L2):
+    def sync_deps(self, R, L2, V2):
         return [R]
