@@ -3,6 +3,9 @@ folders only; COPY ... TO (anywhere, the results folder included), ATTACH, INSTA
 elsewhere are refused in one line, no file is written, and every view of the catalogue still answers."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from conftest import heterospec
@@ -118,3 +121,15 @@ def test_the_command_refuses_in_one_line_and_reads_the_configured_data_paths(cat
     assert r.returncode == 2 and "query refused" in r.stderr
     r = heterospec("query", sql, "--db", str(db), "--format", "csv", "--allow", str(tmp_path / "gsm8k"))
     assert r.returncode == 0 and r.stdout.splitlines() == ["answer", "2"], r.stderr
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(catalogue):
+    """``heterospec query ... | head``: the command stops at the first write after the reader has gone, without a
+    traceback, with the shell's status for a command that SIGPIPE ended."""
+    _, db = catalogue
+    p = subprocess.Popen([sys.executable, "-m", "heterospec", "query", "SELECT range AS n FROM range(300000)", "--db",
+                          str(db), "--format", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().strip() == b"n"
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and err == "", err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Callable
 
@@ -55,3 +56,6 @@ def run(main: Callable[[list[str]], None], argv: list[str] | None = None) -> Non
     except KeyboardInterrupt:
         print("heterospec: interrupted; finished outputs are kept, rerun to resume", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:   # whoever read the output stopped (``| head``): what it read is what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error as Python flushes stdout
+        sys.exit(141)         # as a shell reports a command that SIGPIPE ended
