@@ -51,13 +51,14 @@ def rescue_then_accept() -> TracedProblem:
 
 def test_a_rescue_in_rounds_by_hand():
     """Sequential: draft 0-5, PRM 5-7; the rescue, 6 tokens at tau 2.5 = 3 rounds of 4 drafted tokens: the draft
-    device drafts 3 x 4 ms (7-19), the target verifies 3 x 10 ms (19-49); PRM on the rescue 49-51, the draft ingests
-    its 6 tokens 49-52, drafts step 1 52-55, PRM 55-57. Plain decoding: the rescue 7-67, so 75 ms."""
+    device drafts 3 x 4 ms (7-19), the target verifies 3 x 10 ms (19-49); PRM on the rescue 49-51, then (nothing
+    overlaps) the draft ingests its 6 tokens 51-54, drafts step 1 54-57, PRM 57-59. Plain decoding: the rescue 7-67,
+    so 18 ms later: 77 ms."""
     prob = rescue_then_accept()
     plain, _ = simulate_problem(prob, "sequential", Ctx(Round(), FREE_LINK, speculation=SPEC))
     sd, ops = simulate_problem(prob, "sequential_sd", Ctx(Round(), FREE_LINK, speculation=SPEC))
-    assert plain["latency_ms"] == pytest.approx(75.0)
-    assert sd["latency_ms"] == pytest.approx(57.0)
+    assert plain["latency_ms"] == pytest.approx(77.0)
+    assert sd["latency_ms"] == pytest.approx(59.0)
     spans = {(o.kind, o.res): (o.start, o.end) for o in ops if o.kind in ("sd_draft", "rewrite")}
     assert spans == {("sd_draft", "draft"): (7.0, 19.0), ("rewrite", "target"): (19.0, 49.0)}
     assert sd["busy_draft_ms"] == pytest.approx(5 + 12 + 3 + 3)     # its steps, the rounds' drafts, the ingest
