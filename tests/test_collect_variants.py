@@ -162,3 +162,43 @@ def test_a_variant_with_another_draft_runs_each_problem_once(trained_models, ci_
         repeats[name] = {r["repeat"] for r in read_parquet(out["repeats"], TABLES["repeats"]).to_pylist()}
         repeats[name + " journal"] = len(list((out["problems"].parent / "journal").glob("*.json")))
     assert repeats == {"brsd": {0, 1}, "brsd journal": 4, "brsd_w8a8": set(), "brsd_w8a8 journal": 2}
+
+
+def test_a_variants_executors_run_in_one_job_unless_it_has_one():
+    """The default's variants (both executors) each run in one job, interleaved (rule collect_variant); ci's, under
+    the sequential executor only, block-wise (rule collect_shard); an algorithm config is not a variant's job."""
+    from heterospec.collect import run_variant
+    from heterospec.config.collect_variants import paired_variants
+
+    assert paired_variants(compose_config(OVERRIDES)) == ["brsd_u280", "brsd_w8a8"]
+    assert paired_variants(compose_config(["experiment=ci"])) == []
+    with pytest.raises(UserError, match="collect variant --algorithm brsd: not a collect variant"):
+        run_variant(compose_config(OVERRIDES), None, OVERRIDES, "synthetic", "brsd", "0of1")
+
+
+def test_a_variants_executors_run_interleaved_problem_by_problem_to_the_block_wise_tables(trained_models,
+                                                                                            ci_quantized):
+    """brsd_w8a8 under both executors in one job over one session (heterospec.collect.run_variant): every problem's
+    two runs journaled before the next problem's, in the seeded order of interleaved_order (so the step-ahead
+    speedup compares runs of the same seconds); the tables are those of one block-wise collect per executor."""
+    from heterospec.collect import interleaved_order, plan_collect, run_shard, run_variant
+    from heterospec.reasoning.collect_schemas import TABLES
+    from heterospec.reasoning.repeats import journal_name
+    from test_collect_timed import decided, same
+
+    ov = ["experiment=ci", "collect.limit=3"]
+    cfg, paths = trained_models.run(ov)
+    copy_quantized(ci_quantized, paths)
+    out = run_variant(cfg, paths, ov, "synthetic", "brsd_w8a8", "0of1", processes=False)
+    assert sorted(out) == [("brsd_w8a8", "sequential"), ("brsd_w8a8", "step_ahead")]
+    written = sorted((f.stat().st_mtime_ns, e, f.name) for (_, e), tables in out.items()
+                     for f in (tables["problems"].parent / "journal").glob("*.json"))
+    plans = [plan_collect(cfg, paths, ov, "synthetic", "brsd_w8a8", e, "0of1") for e in ("sequential", "step_ahead")]
+    order = [(c.executor, journal_name(k, j)) for c, k, j in interleaved_order(plans, int(cfg.seed))]
+    assert [(e, name) for _, e, name in written] == order and len(order) == 6
+    _, block = trained_models.run(ov)
+    copy_quantized(ci_quantized, block)
+    for (a, e), tables in out.items():
+        mine = run_shard(cfg, block, ov, "synthetic", a, e, "0of1", processes=False)
+        for t in TABLES:
+            assert same(decided(tables[t], t, e), decided(mine[t], t, e)), (a, e, t)

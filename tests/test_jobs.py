@@ -88,6 +88,20 @@ def test_the_timed_job_asks_for_one_session_and_the_time_of_all_its_runs():
     assert sizes("experiment=ci", "system=gpu3").need("collect_timed", dataset="synthetic", shard="0of1").gpu == 3
 
 
+def test_a_variant_asks_for_the_cores_its_session_is_pinned_to_and_its_executors_for_one_job():
+    """A variant of another draft (the kernel, the torch int8 reference) asks for the two cores its session pins its
+    workers to, as the timed collects do (asking for one, two of them ran side by side on the same two cores); a
+    variant's executors in one job (collect_variant): one collect's threads and memory, the time of both."""
+    j = sizes("experiment=default")
+    timed = j.need("collect_timed", dataset="synthetic", shard="0of1")
+    for name in ("brsd_u280", "brsd_w8a8"):
+        one = {e: j.need("collect_shard", **{**COLLECT, "algorithm": name, "executor": e})
+               for e in ("sequential", "step_ahead")}
+        both = j.need("collect_variant", dataset="synthetic", algorithm=name, shard="0of1")
+        assert {n.threads for n in one.values()} == {both.threads} == {timed.threads} == {2}, name
+        assert both.runtime == sum(n.runtime for n in one.values()) and both.mem_mb == one["sequential"].mem_mb
+
+
 def test_runtime_grows_with_the_work_and_shrinks_with_shards():
     one = sizes("experiment=paper_config1").need("collect_shard", **{**COLLECT, "dataset": "math500"}).runtime
     four = sizes("experiment=paper_config1", "collect.shards=4").need(

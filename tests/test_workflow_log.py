@@ -30,7 +30,7 @@ def test_the_default_plan_prints_no_line_over_500_characters(dry_run):
     r = plan(dry_run, "default")
     assert r.returncode == 0, r.stderr[-2000:]
     out = (r.stdout + r.stderr).splitlines()
-    assert any(line.startswith("rule collect_shard:") for line in out)   # the job blocks are still there
+    assert any(line.startswith("rule collect_variant:") for line in out)   # the job blocks are still there
     assert max(map(len, out)) <= 500, max(out, key=len)[:300]
 
 
@@ -45,11 +45,14 @@ def test_the_default_plan_starts_the_timed_collects_first_then_the_slowest_varia
         if line.startswith("rule "):
             rule = line.split()[1].rstrip(":")
             algorithm = "timed" if rule == "collect_timed" else None
-        elif rule == "collect_shard" and "wildcards:" in line:
+        elif rule in ("collect_shard", "collect_variant") and "wildcards:" in line:
             algorithm = line.split("algorithm=")[1].split(",")[0]
-        elif rule in ("collect_shard", "collect_timed") and line.strip().startswith("priority:"):
+        elif rule in ("collect_shard", "collect_variant", "collect_timed") and line.strip().startswith("priority:"):
             priority.setdefault(algorithm, set()).add(int(line.split(":")[1]))
     assert set(priority) == {"timed", "brsd_u280", "brsd_w8a8"}, priority
+    # each variant's two executors in one job (collect_variant), none block-wise per executor (collect_shard)
+    rules = [line.split()[1].rstrip(":") for line in (r.stdout + r.stderr).splitlines() if line.startswith("rule ")]
+    assert rules.count("collect_variant") == 2 and "collect_shard" not in rules, rules
     assert min(priority["timed"]) > max(priority["brsd_w8a8"]) > max(priority["brsd_u280"])
 
 

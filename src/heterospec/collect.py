@@ -3,6 +3,7 @@
     python -m heterospec.collect run --dataset synthetic --algorithm brsd --executor step_ahead \\
         --shard 0of1 experiment=ci
     python -m heterospec.collect timed --dataset synthetic --shard 0of1 experiment=ci
+    python -m heterospec.collect variant --dataset synthetic --algorithm brsd_u280 --shard 0of1 experiment=default
     python -m heterospec.collect merge --dataset synthetic --algorithm brsd --executor step_ahead experiment=ci
     heterospec collect report                      the Table III / KV-reuse / speedup summary
 
@@ -14,7 +15,8 @@ the first round's trace and the ``repeats`` table every round's timings (:mod:`h
 ``timed`` runs the collects whose timings the replay fits and validates (every algorithm config under every
 executor, ``collect.repeats`` times) in one job over one session, in rounds as above and interleaved problem by
 problem within a round (:func:`run_timed`): the same journals and tables as one ``run`` per collect, measured in
-the same minutes.
+the same minutes. ``variant`` runs a collect variant's executors the same way, in one job over one session of its
+draft (:func:`run_variant`), so that its step-ahead speedup is measured as the timed collects' is.
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ import pyarrow as pa
 from heterospec import stage
 from heterospec.config import dataset_config
 from heterospec.config.schema import COLLECT_GRID
-from heterospec.config.collect_variants import draft_implementation, own_draft, timed_collects, variant_config
+from heterospec.config.collect_variants import draft_implementation, is_variant, own_draft, timed_collects, variant_config
+from heterospec.config.collect_variants import executors as collect_executors
 from heterospec.config.drafts import is_board
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
@@ -249,36 +252,57 @@ def interleaved_order(collects: list[Collect], seed: int) -> list[tuple[Collect,
     return order
 
 
-def run_timed(cfg, paths: RunPaths, overrides: list[str], dataset: str, shard: str,
-              processes: bool | None = None) -> dict[tuple[str, str], dict[str, Path]]:
-    """The timed collects (:func:`~heterospec.config.collect_variants.timed_collects`) of one shard in one job over
-    one session: round by round (``collect.repeats``), problem by problem, every (algorithm, executor) of a problem
-    in a seeded shuffled order (:func:`interleaved_order`), so that the machine's load in any minute falls on all of
-    them alike. Each collect's journal and tables are those :func:`run_shard` writes; returns {(algorithm, executor):
-    its tables}."""
-    names = timed_collects(cfg)
-    if not names:
-        raise UserError("collect.algorithms names no algorithm config: there are no timed collects to run")
+def run_interleaved(cfg, paths: RunPaths, overrides: list[str], dataset: str, shard: str,
+                    names: list[tuple[str, str]], what: str, processes: bool | None = None
+                    ) -> dict[tuple[str, str], dict[str, Path]]:
+    """The collects ``names`` ((algorithm, executor) each) of one shard in one job over one session: round by round
+    (``collect.repeats``), problem by problem, every collect's run of a problem in a seeded shuffled order
+    (:func:`interleaved_order`), so that the machine's load in any minute falls on all of them alike. Each collect's
+    journal and tables are those :func:`run_shard` writes; returns {(algorithm, executor): its tables}. ``what``
+    names them in the progress bar and the errors."""
     collects = [plan_collect(cfg, paths, overrides, dataset, a, e, shard) for a, e in names]
-    check_one_session(collects)
+    check_one_session(collects, what)
     todo = [(c, k, j) for c, k, j in interleaved_order(collects, int(cfg.seed)) if not c.done(k, j)]
     _resuming(todo, sum(len(c.problems) * c.repeats for c in collects))
     if todo:
         with open_session(collects[0].cfg, paths, collects[0].alg, processes) as session:
-            run_problems(session, todo, f"collect {dataset} timed ({len(collects)} collects) {shard}")
+            run_problems(session, todo, f"collect {dataset} {what} ({len(collects)} collects) {shard}")
     return {(c.algorithm, c.executor): write_tables(c) for c in collects}
 
 
-def check_one_session(collects: list[Collect]) -> None:
+def run_timed(cfg, paths: RunPaths, overrides: list[str], dataset: str, shard: str,
+              processes: bool | None = None) -> dict[tuple[str, str], dict[str, Path]]:
+    """The timed collects (:func:`~heterospec.config.collect_variants.timed_collects`) of one shard in one job
+    (:func:`run_interleaved`)."""
+    names = timed_collects(cfg)
+    if not names:
+        raise UserError("collect.algorithms names no algorithm config: there are no timed collects to run")
+    return run_interleaved(cfg, paths, overrides, dataset, shard, names, "timed", processes)
+
+
+def run_variant(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, shard: str,
+                processes: bool | None = None) -> dict[tuple[str, str], dict[str, Path]]:
+    """A collect variant's executors (its ``executors``, else ``collect.executors``) of one shard in one job
+    (:func:`run_interleaved`) over one session of its draft: its step-ahead speedup compares runs of the same
+    minutes, not two jobs' runs beside different other work."""
+    if not is_variant(cfg, algorithm):
+        raise UserError(f"collect variant --algorithm {algorithm}: not a collect variant (collect.variants "
+                        f"{sorted(cfg.collect.variants)}); an algorithm config's collects run in `collect timed`")
+    names = [(algorithm, e) for e in collect_executors(cfg, algorithm)]
+    return run_interleaved(cfg, paths, overrides, dataset, shard, names, algorithm, processes)
+
+
+def check_one_session(collects: list[Collect], what: str = "timed") -> None:
     """The collects share one session: the same problems, the same way of writing the target, the same sampling."""
     first = collects[0]
     for c in collects[1:]:
         if [p.id for p in c.problems] != [p.id for p in first.problems]:
-            raise UserError(f"collect: the timed collects {first.algorithm} and {c.algorithm} read different problems")
+            raise UserError(f"collect: the {what} collects {first.algorithm} and {c.algorithm} read different "
+                            f"problems")
         for key in SESSION_KEYS:
             if c.alg[key] != first.alg[key]:
                 raise UserError(f"algorithm.{key}: {c.alg[key]!r} in {c.algorithm}, {first.alg[key]!r} in "
-                                f"{first.algorithm}; the timed collects share one session (one value for all, or "
+                                f"{first.algorithm}; the {what} collects share one session (one value for all, or "
                                 f"make one a collect variant)")
 
 
@@ -293,16 +317,19 @@ def merge(paths: RunPaths, dataset: str, algorithm: str, executor: str, shards: 
 
 def main(argv: list[str]) -> None:
     p = stage.parser("python -m heterospec.collect", "Run RSD / BRSD with traces; merge shards.")
-    p.add_argument("command", choices=["run", "timed", "merge"])
+    p.add_argument("command", choices=["run", "timed", "variant", "merge"])
     p.add_argument("--dataset", required=True)
-    p.add_argument("--algorithm", help="run, merge: an algorithm config (rsd | brsd) or a collect.variants name")
+    p.add_argument("--algorithm", help="run, merge: an algorithm config (rsd | brsd) or a collect.variants name; "
+                                       "variant: a collect.variants name")
     p.add_argument("--executor", choices=["sequential", "step_ahead"], help="run, merge")
-    p.add_argument("--shard", default="0of1", help="run, timed: which problem range, <i>of<n>")
+    p.add_argument("--shard", default="0of1", help="run, timed, variant: which problem range, <i>of<n>")
     p.add_argument("--shards", type=int, default=None, help="merge: how many shards (default collect.shards)")
     args = stage.parse(p, argv)
-    if args.command != "timed" and not (args.algorithm and args.executor):
+    if args.command in ("run", "merge") and not (args.algorithm and args.executor):
         raise UserError(f"collect {args.command}: needs --algorithm and --executor")
-    if args.command in ("run", "timed"):
+    if args.command == "variant" and not args.algorithm:
+        raise UserError("collect variant: needs --algorithm (a collect.variants name; its executors run interleaved)")
+    if args.command in ("run", "timed", "variant"):
         from heterospec.reasoning.workers import start_forkserver
         start_forkserver()             # the workers' imports beside this process's config and model checks
     cfg, paths = stage.compose(args)
@@ -310,6 +337,8 @@ def main(argv: list[str]) -> None:
         run_shard(cfg, paths, args.overrides, args.dataset, args.algorithm, args.executor, args.shard)
     elif args.command == "timed":
         run_timed(cfg, paths, args.overrides, args.dataset, args.shard)
+    elif args.command == "variant":
+        run_variant(cfg, paths, args.overrides, args.dataset, args.algorithm, args.shard)
     else:
         merge(paths, args.dataset, args.algorithm, args.executor, args.shards or cfg.collect.shards)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from heterospec.config.collect_variants import own_draft, timed_collects, variant_settings
+from heterospec.config.collect_variants import executors, timed_collects, variant_settings
 from heterospec.errors import UserError
 from heterospec.paths import EVAL_ROLES
 from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
@@ -174,12 +174,11 @@ class JobSizes:
         tokens = min(int(alg.max_steps) * int(alg.max_tokens_per_call), int(self.cfg.eval_max_new_tokens))
         seconds = n * tokens * sum(self.token_s(r) for r in ROLES)
         on_cpu = [r for r in ROLES if self.devices[r] == "cpu"]
-        # one worker per role; three roles sharing a CPU run on two cores (reasoning.session.cpu_placement). A
-        # variant drafting with another implementation (w8a8, a board's kernel) asks for one: its timings are not
-        # the replay's, so on a small machine two such collects run side by side
+        # one worker per role; three roles sharing a CPU run on two cores (reasoning.session.cpu_placement), every
+        # collect alike: a session pins its workers to the first cores it may use whatever the job asked for, so a
+        # job asking for fewer (a variant of another draft once asked for one) ran beside another job pinned to
+        # the same cores, and its timings (the variants' step-ahead speedup) read whatever ran beside it
         cores = 2 if len(on_cpu) == 3 else 3
-        if not own_draft(self.cfg, algorithm):
-            cores = 1
         processes = 4 if c.processes else 1
         # a target that writes by token-level speculation holds a copy of the draft beside it
         loaded = ROLES + (("draft",) if alg.target_decoding != "plain" else ())
@@ -198,6 +197,13 @@ class JobSizes:
         cores = 2 if all(self.devices[r] == "cpu" for r in ROLES) else 3
         return Need(threads=cores * int(self.cfg.collect.threads_per_role), gpu=cuda_gpus(list(self.devices.values())),
                     mem_mb=self.serving_mb(ROLES, 4), runtime=self._minutes(seconds))
+
+    def _collect_variant(self, dataset: str, algorithm: str, shard: str) -> Need:
+        """A collect variant's executors of one shard in one session (heterospec.collect.run_variant): one collect's
+        request, the time of all of them."""
+        one = [self._collect_shard(dataset, algorithm, e, shard) for e in executors(self.cfg, algorithm)]
+        return Need(threads=one[0].threads, gpu=one[0].gpu, mem_mb=max(n.mem_mb for n in one),
+                    runtime=sum(n.runtime for n in one))
 
     def _collect_timed(self, dataset: str, shard: str) -> Need:
         """The timed collects of one shard in one session (heterospec.collect.run_timed): one collect's request, the

@@ -1,7 +1,8 @@
 # collect: RSD / BRSD run for real with every model call and every step of the controller traced, sharded by
 # problem range, then merged. The timed collects (every algorithm config under every executor, whose timings the
 # replay fits and validates) run in one job per shard, interleaved problem by problem in rounds of repeats; each
-# collect variant runs in a job of its own, after them.
+# collect variant runs in a job of its own, after them, its executors interleaved problem by problem the same way
+# (rule collect_variant; a variant of one executor: rule collect_shard).
 
 if TIMED:
 
@@ -30,6 +31,37 @@ if TIMED:
         shell:
             "python -m heterospec.collect timed --dataset {wildcards.dataset} --shard {wildcards.shard}"
             " {params.hydra} 2>&1 | tee {log}"
+
+
+if PAIRED:
+
+    ruleorder: collect_variant > collect_shard
+
+    rule collect_variant:
+        input:
+            unpack(collect_inputs),
+        output:
+            variant_outputs(),
+        log:
+            PATHS.log("collect_{dataset}_{algorithm}_{shard}"),
+        benchmark:
+            PATHS.benchmark("collect_{dataset}_{algorithm}_{shard}")
+        wildcard_constraints:
+            algorithm="|".join(PAIRED),
+        priority: job_priority("collect_shard")
+        conda:
+            "../envs/heterospec.yaml"
+        threads: need("collect_variant", "threads")
+        resources:
+            gpu=need("collect_variant", "gpu"),
+            mem_mb=need("collect_variant", "mem_mb"),
+            runtime=need("collect_variant", "runtime"),
+        params:
+            spec=spec("collect_shard"),
+            hydra=HYDRA,
+        shell:
+            "python -m heterospec.collect variant --dataset {wildcards.dataset} --algorithm {wildcards.algorithm}"
+            " --shard {wildcards.shard} {params.hydra} 2>&1 | tee {log}"
 
 
 rule collect_shard:

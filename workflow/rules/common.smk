@@ -8,6 +8,7 @@ from heterospec.config import compose_config, run_dir
 from heterospec.config.digest import ResolvedRun, digest
 from heterospec.config.snakemake import run_overrides, validate_config
 from heterospec.config.collect_variants import check_collect, draft_implementation, is_variant, timed_collects
+from heterospec.config.collect_variants import paired_variants
 from heterospec.config.drafts import is_board
 from heterospec.config.collect_variants import executors as collect_executors
 from heterospec.config.serving_checks import check_serving, serving_dataset
@@ -132,6 +133,19 @@ TIMED = timed_collects(CFG)
 def timed_outputs():
     """The shard tables of every timed collect (wildcards dataset and shard left in)."""
     return [str(PATHS.collect_shard("{dataset}", a, e, "{shard}", t)) for a, e in TIMED for t in COLLECT_TABLES]
+
+
+# the collect variants whose executors run in one job, interleaved (heterospec.config.collect_variants.paired_variants)
+PAIRED = paired_variants(CFG)
+
+
+def variant_outputs():
+    """The shard tables of a paired variant under every executor (wildcards dataset, algorithm and shard left in)."""
+    return [
+        str(PATHS.collect_shard("{dataset}", "{algorithm}", e, "{shard}", t))
+        for e in CFG.collect.executors
+        for t in COLLECT_TABLES
+    ]
 
 
 def collect_shards(wildcards):

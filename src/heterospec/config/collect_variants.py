@@ -73,8 +73,17 @@ def executors(cfg: DictConfig, name: str) -> list[str]:
 def timed_collects(cfg: DictConfig) -> list[tuple[str, str]]:
     """The timed collects, (algorithm, executor): every algorithm config of ``collect.algorithms`` (drafted by the
     run's draft, the traces the replay fits and validates) under every executor. The collect stage runs them in one
-    job, interleaved (heterospec.collect.run_timed); each collect variant runs in a job of its own."""
+    job, interleaved (heterospec.collect.run_timed); each collect variant runs in a job of its own, its executors
+    interleaved in it (:func:`paired_variants`)."""
     return [(a, e) for a in cfg.collect.algorithms if not is_variant(cfg, a) for e in executors(cfg, a)]
+
+
+def paired_variants(cfg: DictConfig) -> list[str]:
+    """The collect variants of ``collect.algorithms`` that run more than one executor: each runs its executors in
+    one job, interleaved problem by problem over one session (heterospec.collect.run_variant), so that the
+    step-ahead speedup compares runs of the same minutes on the same cores. A variant of one executor runs it alone
+    (rule collect_shard)."""
+    return [a for a in cfg.collect.algorithms if is_variant(cfg, a) and len(executors(cfg, a)) > 1]
 
 
 def is_variant(cfg: DictConfig, name: str) -> bool:
