@@ -32,11 +32,13 @@ from heterospec.report.sweep import POINTS_SCHEMA
 from heterospec.report.tau_sweep import TAU_SWEEP_SCHEMA
 from heterospec.store import write_parquet
 from heterospec.store.catalog import SUMMARIES, TABLES, build, query
+from heterospec.store.machines import MACHINES_SCHEMA
 
 # each catalogue table's schema: the real one its stage writes
 SCHEMAS = {"evaluations": EVALUATION_SCHEMA, "model_quality": MODEL_QUALITY_SCHEMA,
            "quantize_quality": QUANTIZE_QUALITY_SCHEMA, "hls_perf": PERF_SCHEMA, "hls_breakdown": BREAKDOWN_SCHEMA,
            "hls_resources": RESOURCES_SCHEMA, "hls_csim": CSIM_SCHEMA, "kvmu_synth": KVMU_SYNTH_SCHEMA,
+           "machines": MACHINES_SCHEMA,
            "replay_results": RESULTS_SCHEMA, "replay_artifact": ARTIFACT_SCHEMA, "replay_validation": VALIDATION_SCHEMA,
            "replay_validation_aggregate": AGGREGATE_SCHEMA,
            "measured_fit": FIT_SCHEMA, "dfvg_generations": GENERATIONS_SCHEMA, "dfvg_rounds": ROUNDS_SCHEMA,

@@ -95,8 +95,9 @@ def test_the_readme_blocks_get_the_named_table_and_check_names_a_stale_one(tree)
         "|---|---|---|---|---|---|---|---|",
         "| synthetic | 25 | 100 |  |  |  |  |  |"]
     assert "an old table" not in block and "prm_auroc" not in block     # not another name's table
-    # its source line: the run's page and the command that prints the same row
-    command = re.search(r"<sub>\[run `r1`\]\(docs/results/r1.md\): `(heterospec query .*)`</sub>", block).group(1)
+    # its source line: the run's page, its machines (none recorded here) and the command that prints the same row
+    command = re.search(r"<sub>\[run `r1`\]\(docs/results/r1.md\) on machine not recorded: `(heterospec query .*)`"
+                        r"</sub>", block).group(1)
     printed = heterospec(*shlex.split(command)[1:], "--db", str(db), "--format", "csv")
     assert printed.stdout.splitlines()[1] == "synthetic,25.0,100.0,,,,,", printed.stderr
     assert "no rows for run `r1` in view `model_quality`" in text.split("<!-- results: model_quality -->")[1]
@@ -121,3 +122,73 @@ def test_a_readme_without_blocks_is_left_alone_and_bad_blocks_are_one_line(tree)
         rewrite_blocks("<!-- results: table3 -->\n<!-- /results: dfvg -->\n", "R.md", {"table3": ""})
     r = heterospec("results-doc", "nope", "--db", str(db), "--readme", "")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "run nope: none of the headline tables" in r.stderr
+
+
+XEON = {"cpu_model": "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz", "cpu_id": "family 6 model 85 stepping 7",
+        "vector_isa": "avx512", "logical_cores": 2, "usable_cores": 2, "host": "node1", "commit": "a" * 40,
+        "dirty": False, "recorded_at": "2026-01-02T03:04:05Z"}
+EPYC = {**XEON, "cpu_model": "AMD EPYC 7B12", "cpu_id": "family 23 model 49 stepping 0", "vector_isa": "avx2",
+        "logical_cores": 16, "usable_cores": 4, "host": "node2", "commit": "b" * 40, "dirty": True}
+
+
+def _record(root, run: str, jobs: list[tuple[str, str, dict]]):
+    """Write each (stage, job, machine) of ``run`` into the tree's results, and rebuild its catalogue."""
+    from heterospec.store.catalog import build
+    from heterospec.store.machines import record
+    for stage, job, machine in jobs:
+        record(root / "results" / run, run, stage, job, machine)
+    db = root / "results" / "heterospec.duckdb"
+    build(db, root)
+    return db
+
+
+def test_the_page_names_the_machines_and_commits_the_run_recorded(tree):
+    root, _ = tree
+    db = _record(root, "r1", [("evaluate", "evaluate --method draft_only", XEON),
+                              ("evaluate", "evaluate --method target_only", XEON),
+                              ("models", "models train --role draft", EPYC),
+                              ("models", "models train --role prm", {"recorded_at": "2026-01-01T00:00:00Z"})])
+    _record(root, "r2", [("evaluate", "evaluate --method draft_only", EPYC)])   # another run's: not r1's
+    readme = root / "README.md"
+    r = heterospec("results-doc", "r1", "--db", str(db), "--out", str(root / "docs" / "results"),
+                   "--readme", str(readme), cwd=root)
+    assert r.returncode == 0, r.stderr
+    page = (root / "docs" / "results" / "r1.md").read_text()
+    head = page.split("\n## ")[0].splitlines()
+    xeon = "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz (family 6 model 85 stepping 7, avx512), 2 logical cores"
+    epyc = "AMD EPYC 7B12 (family 23 model 49 stepping 0, avx2), 16 logical cores (4 usable)"
+    # the jobs ran on two machines (and a role trained before manifests recorded one) at two commits: all listed,
+    # the checkout's HEAD beside them (the tree is no git checkout)
+    assert head[4:] == [
+        "* run: `r1` (`results/r1/`)",
+        "* commits: the run's 3 jobs ran at 2 commits:",
+        f"  * {'a' * 40}: 2 jobs (evaluate)",
+        f"  * {'b' * 40} with uncommitted changes: 1 job (models)",
+        "* checkout HEAD when this page was generated: unknown (not a git checkout)",
+        "* machines: the run's 4 jobs ran on 3 machines; compare its numbers with a run's on the same CPU model: "
+        "[models.md](../models.md#reproducibility):",
+        f"  * {xeon}: 2 jobs (evaluate)",
+        f"  * {epyc}: 1 job (models)",
+        "  * machine not recorded: 1 job (models)",
+        head[-1]], head
+    assert head[-1].startswith("* generated: ")
+    # each README block's source line names the run and its machines
+    block = readme.read_text().split("<!-- results: table3 -->")[1].split("<!-- /results: table3 -->")[0]
+    assert f"<sub>[run `r1`](docs/results/r1.md) on 3 machines: {xeon}; {epyc}; machine not recorded: `heterospec " \
+           "query" in block, block
+
+
+def test_one_machine_and_the_checkouts_own_commit_are_one_line_each(tree):
+    from heterospec.store.results_page import header
+    root, _ = tree
+    db = _record(root, "r1", [("evaluate", "evaluate --method draft_only", XEON)])
+    xeon = "Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz (family 6 model 85 stepping 7, avx512), 2 logical cores"
+    machine = (f"* machine: {xeon} (recorded by the run's 1 job; compare its numbers with a run's on the same CPU "
+               "model: [models.md](../models.md#reproducibility))")
+    assert header(db, "r1", "a" * 40) == [f"* commit: {'a' * 40} (recorded by the run's 1 job)", machine]
+    assert header(db, "r1", "c" * 40)[1] == f"* checkout HEAD when this page was generated: {'c' * 40}"
+    # a run made before runs recorded them: the checkout's HEAD, said to be only that
+    assert header(db, "r2", "c" * 40) == [
+        f"* commit: {'c' * 40} (the checkout's HEAD when this page was generated; the run recorded no commit: made "
+        "before runs recorded it)",
+        "* machine: not recorded (the run was made before runs recorded their machine)"]

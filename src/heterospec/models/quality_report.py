@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from heterospec.config import dataset_config
-from heterospec.models.role_manifest import read_manifest
+from heterospec.models.role_manifest import read_manifest, record_training_machine
 from heterospec.paths import ROLES, RunPaths
 from heterospec.store import read_parquet, versioned, write_parquet
 
@@ -71,6 +71,9 @@ def quality_report(cfg, paths: RunPaths, overrides: list[str], out: Path, reuse:
         row[f"params_{role}"] = m.get("train", {}).get("params")
         row[f"train_s_{role}"] = m.get("train", {}).get("wall_s")
     row["meets_bars"] = _bars_met(row)
+    for m in manifests.values():   # the machines that trained the trio, also when another run trained it
+        if m.get("source") == "train":
+            record_training_machine(paths.root, cfg.name, m)
     write_parquet([row], out, QUALITY_SCHEMA)
     return read_parquet(out, QUALITY_SCHEMA)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from heterospec.manifests import listed_folder, rebuild_command, verify
 from heterospec.errors import UserError
+from heterospec.store.machines import record as record_machine
 
 
 def write_manifest(path: Path, data: dict) -> None:
@@ -54,3 +55,12 @@ def read_manifest(path: Path, check: bool = True) -> dict:
     if check:
         verify(checkpoint, data.get("files"), rebuild_hint(path, data))
     return {**data, "path": str(checkpoint)}
+
+
+def record_training_machine(run_root: Path, run: str, manifest: dict) -> Path:
+    """A trained role's row in the run's ``machines`` table, ``results/<run>/machines/models-train-<role>.parquet``:
+    the machine and commit its manifest records (the training job writes it; the trio's quality report copies it
+    into a run that reuses the model). A manifest written before manifests recorded them gives a row of NULLs."""
+    role = manifest.get("role", "ROLE")
+    machine = manifest.get("machine") or {"recorded_at": manifest.get("created")}
+    return record_machine(run_root, run, "models", f"models train --role {role}", machine, f"models-train-{role}")

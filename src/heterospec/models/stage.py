@@ -6,7 +6,9 @@
 Either way the stage ends by writing ``models/<role>/manifest.json``, the file the rest of
 the workflow reads to find a role's checkpoint. It is written last and atomically, so a
 killed run never leaves a manifest pointing at a half-written model. It lists the checkpoint's
-files with their sizes and sha256 (sizes only for a checkpoint given by path), checked on load.
+files with their sizes and sha256 (sizes only for a checkpoint given by path), checked on load. A trained role's
+manifest records the machine and commit that trained it (``machine``, :mod:`heterospec.store.machines`): training
+is deterministic on one kind of CPU, not across kinds (docs/models.md, Reproducibility).
 """
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ from heterospec import stage
 from heterospec.manifests import digest_files, portable
 from heterospec.config import dataset_config
 from heterospec.errors import UserError
-from heterospec.models.role_manifest import read_manifest, write_manifest
+from heterospec.models.role_manifest import read_manifest, record_training_machine, write_manifest
 from heterospec.paths import ROLES, RunPaths, prm_learns_from
+from heterospec.store.machines import this_machine
 
 log = logging.getLogger("heterospec.models")
 
@@ -63,6 +66,8 @@ def prepare_role(cfg: DictConfig, paths: RunPaths, role: str, overrides: list[st
                 "dtype": role_cfg.dtype, "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     if role_cfg.source == "train":
         from heterospec.models.train import train_role
+        manifest["machine"] = this_machine()   # the run's page names it (heterospec.store.machines)
+        record_training_machine(paths.root, str(cfg.name), manifest)
         synthetic = dataset_config(cfg, "synthetic", overrides)
         ckpt = paths.model_checkpoint(role)
         # the PRM learns from the trained draft's steps and may start from the draft's or the target's weights
@@ -91,7 +96,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--role", default="target", help="draft | prm | target (train only)")
     p.add_argument("--out", type=Path, help="output file (default: inside results/<run>/models/)")
     args = stage.parse(p, argv)
-    cfg, paths = stage.compose(args)
+    cfg, paths = stage.compose(args, record=args.command != "train")   # a training job records in its manifest
     if args.command == "train":
         prepare_role(cfg, paths, args.role, args.overrides, args.out or paths.model_manifest(args.role))
     else:

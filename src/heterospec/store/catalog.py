@@ -27,6 +27,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "hls_resources": "results/*/hls/resources.parquet",
     "hls_csim": "results/*/hls/*/csim.parquet",
     "kvmu_synth": "results/*/hls/kvmu/synth.parquet",
+    "machines": "results/*/machines/*.parquet",   # each job's machine and commit (heterospec.store.machines)
     # the artifact's traces (replay stage) and our collect traces (report stage) on the same modelled systems
     "replay_results": ("results/*/replay/results.parquet", "results/*/report/replay_ours.parquet"),
     "replay_artifact": "results/*/replay/artifact.parquet",
@@ -61,6 +62,17 @@ TABLES: dict[str, str | tuple[str, ...]] = {
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
 SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
+    # the machines and commits a run's jobs recorded (a run may span machines: a cluster, a resumed run, models
+    # trained by another run); numbers compare only between runs on one CPU model (docs/models.md)
+    "run_machines": (("machines",), """
+        SELECT run, cpu_model, cpu_id, vector_isa, logical_cores, usable_cores, count(*) AS jobs,
+               count(DISTINCT host) AS hosts, string_agg(DISTINCT stage, ', ' ORDER BY stage) AS stages,
+               min(recorded_at) AS first_job, max(recorded_at) AS last_job
+        FROM machines GROUP BY ALL ORDER BY run, jobs DESC, cpu_model, cpu_id, vector_isa, logical_cores, usable_cores"""),
+    "run_commits": (("machines",), """
+        SELECT run, commit, dirty, count(*) AS jobs, string_agg(DISTINCT stage, ', ' ORDER BY stage) AS stages,
+               min(recorded_at) AS first_job, max(recorded_at) AS last_job
+        FROM machines GROUP BY ALL ORDER BY run, jobs DESC, commit, dirty"""),
     "hls_csim_summary": (("hls_csim",), """
         SELECT run, board, count(*) FILTER (scenario = 'greedy') AS prompts,
                count(*) FILTER (scenario = 'greedy' AND bit_exact) AS bit_exact_prompts,

@@ -1,6 +1,7 @@
 """A finished run's headline tables as markdown, from the catalogue's views: ``docs/results/<run>.md`` (each table
-after the ``heterospec query`` command that prints it, under a header naming the run, the commit and the date) and
-the README's ``<!-- results: NAME -->`` ... ``<!-- /results: NAME -->`` blocks (``heterospec results-doc``).
+after the ``heterospec query`` command that prints it, under a header naming the run, the commit and machines its
+jobs recorded (``run_commits``, ``run_machines``) and the date) and the README's ``<!-- results: NAME -->`` ...
+``<!-- /results: NAME -->`` blocks, each naming the run and its machines (``heterospec results-doc``).
 
 ``README_TABLES`` are the tables ``heterospec tables`` prints; ``HEADLINES`` groups the headline ones by the NAME
 a README block gives, with the load replay's and the serving run's beside them.
@@ -8,7 +9,6 @@ a README block gives, with the load replay's and the serving run's beside them.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,15 +160,54 @@ def render(db: Path, run: str, name: str, present: set[str] | None = None) -> st
     return "\n\n".join(parts)
 
 
-def render_readme(db: Path, run: str, name: str, present: set[str] | None = None) -> str:
-    """A README block: NAME's compact table and one source line (the command that prints it; the run's page)."""
+def run_machines(db: Path, run: str, present: set[str] | None = None) -> list[tuple[str, int, str]]:
+    """(the machine in words, jobs, stages) per machine the run's jobs recorded, most jobs first; empty for a run
+    made before runs recorded their machines."""
+    from heterospec.store.catalog import query
+    from heterospec.store.machines import describe
+    present = _present(db) if present is None else present
+    if "run_machines" not in present:
+        return []
+    _, rows = query(db, "SELECT cpu_model, cpu_id, vector_isa, logical_cores, usable_cores, jobs, stages "
+                        f"FROM run_machines WHERE run = {_quoted(run)}")   # most jobs first
+    return [(describe(*r[:5]), r[5], r[6]) for r in rows]
+
+
+def run_commits(db: Path, run: str, present: set[str] | None = None) -> list[tuple[str, int, str]]:
+    """(the commit in words, jobs, stages) per commit the run's jobs recorded, most jobs first (a role trained
+    before manifests recorded the machine and commit is left out)."""
+    from heterospec.store.catalog import query
+    from heterospec.store.machines import commit_text
+    present = _present(db) if present is None else present
+    if "machines" not in present:
+        return []
+    _, rows = query(db, "SELECT commit, dirty, count(*) AS jobs, string_agg(DISTINCT stage, ', ' ORDER BY stage) "
+                        f"FROM machines WHERE run = {_quoted(run)} AND (commit IS NOT NULL OR cpu_model IS NOT NULL) "
+                        "GROUP BY ALL ORDER BY jobs DESC, commit, dirty")
+    return [(commit_text(c, d), n, stages) for c, d, n, stages in rows]
+
+
+def machines_line(machines: list[tuple[str, int, str]]) -> str:
+    """The machines a run was made on, in one phrase: ``AMD EPYC (...), 2 logical cores``."""
+    if not machines:
+        return "machine not recorded"
+    if len(machines) == 1:
+        return machines[0][0]
+    return f"{len(machines)} machines: " + "; ".join(m for m, _, _ in machines)
+
+
+def render_readme(db: Path, run: str, name: str, present: set[str] | None = None,
+                  machines: list[tuple[str, int, str]] | None = None) -> str:
+    """A README block: NAME's compact table and one source line (the run's page and the machines that made it;
+    the command that prints it)."""
     from heterospec.store.catalog import query
     present = _present(db) if present is None else present
+    machines = run_machines(db, run, present) if machines is None else machines
     t = README_HEADLINES[name]
     rows: list = []
     if t.view in present:
         cols, rows = query(db, t.sql(run))
-    source = f"[run `{run}`](docs/results/{run}.md): `{t.command(run)}`"
+    source = f"[run `{run}`](docs/results/{run}.md) on {machines_line(machines)}: `{t.command(run)}`"
     if not rows:
         return f"*{t.title}: no rows for run `{run}` in view `{t.view}`* ({source})"
     return f"{markdown_table(cols, rows)}\n\n<sub>{source}</sub>"
@@ -176,13 +215,43 @@ def render_readme(db: Path, run: str, name: str, present: set[str] | None = None
 
 def checkout_commit(root: Path) -> str:
     """The git HEAD of the checkout at ``root`` (with a note when its tree has uncommitted changes)."""
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-    head = git("rev-parse", "HEAD")
-    if head.returncode != 0:
-        return "unknown (not a git checkout)"
-    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-    return head.stdout.strip() + (" with uncommitted changes" if dirty else "")
+    from heterospec.store.machines import code_commit, commit_text
+    head, dirty = code_commit(root)
+    return "unknown (not a git checkout)" if head is None else commit_text(head, dirty)
+
+
+def _listed(what: str, ran: str, items: list[tuple[str, int, str]], note: str = "") -> list[str]:
+    """One bullet for one item, else a bullet saying how many (the jobs ``ran`` at / on them) with one sub-bullet
+    each (its jobs and stages)."""
+    total = sum(n for _, n, _ in items)
+    if len(items) == 1:
+        return [f"* {what}: {items[0][0]} (recorded by the run's {_jobs(total)}{note})"]
+    return [f"* {what}s: the run's {_jobs(total)} ran {ran} {len(items)} {what}s{note}:",
+            *(f"  * {text}: {_jobs(n)} ({stages})" for text, n, stages in items)]
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job" + ("" if n == 1 else "s")
+
+
+def header(db: Path, run: str, commit: str, present: set[str] | None = None) -> list[str]:
+    """The page's bullets on what made the run: the commits and machines its jobs recorded (``commit``: the
+    checkout's HEAD now, named when it differs from the run's or the run recorded none)."""
+    present = _present(db) if present is None else present
+    commits, machines = run_commits(db, run, present), run_machines(db, run, present)
+    if commits:
+        lines = _listed("commit", "at", commits)
+        if [c for c, _, _ in commits] != [commit]:
+            lines.append(f"* checkout HEAD when this page was generated: {commit}")
+    else:
+        lines = [f"* commit: {commit} (the checkout's HEAD when this page was generated; the run recorded no "
+                 "commit: made before runs recorded it)"]
+    if machines:   # training's floats differ by CPU model ([models.md](../models.md#reproducibility))
+        lines += _listed("machine", "on", machines, "; compare its numbers with a run's on the same CPU model: "
+                         "[models.md](../models.md#reproducibility)")
+    else:
+        lines.append("* machine: not recorded (the run was made before runs recorded their machine)")
+    return lines
 
 
 def page(db: Path, run: str, commit: str, date: str, present: set[str] | None = None) -> str:
@@ -191,8 +260,7 @@ def page(db: Path, run: str, commit: str, date: str, present: set[str] | None = 
     head = [f"# Results of run `{run}`", "",
             "Generated by `heterospec results-doc " + run + "` from `" + str(db) + "`; do not edit by hand.", "",
             f"* run: `{run}` (`results/{run}/`)",
-            f"* commit: {commit} (the checkout's HEAD when this page was generated; the run does not record the "
-            "commit it was made at)",
+            *header(db, run, commit, present),
             f"* generated: {date}", ""]
     body = [f"## {name}\n\n{render(db, run, name, present)}\n" for name in HEADLINES]
     return "\n".join(head) + "\n" + "\n".join(body)
@@ -245,7 +313,9 @@ def generate(db: Path, run: str, out_dir: Path | None, readme: Path | None, chec
     stale: list[str] = []
     if readme is not None and readme.exists():
         text = readme.read_text()
-        new, stale = rewrite_blocks(text, str(readme), {n: render_readme(db, run, n, present) for n in HEADLINES})
+        machines = run_machines(db, run, present)
+        new, stale = rewrite_blocks(text, str(readme), {n: render_readme(db, run, n, present, machines)
+                                                        for n in HEADLINES})
         if not check and new != text:
             readme.write_text(new)
     return written, stale
