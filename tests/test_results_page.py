@@ -96,8 +96,8 @@ def test_the_readme_blocks_get_the_named_table_and_check_names_a_stale_one(tree)
         "| synthetic | 25 | 100 |  |  |  |  |  |"]
     assert "an old table" not in block and "prm_auroc" not in block     # not another name's table
     # its source line: the run's page, its machines (none recorded here) and the command that prints the same row
-    command = re.search(r"<sub>\[run `r1`\]\(docs/results/r1.md\) on machine not recorded: `(heterospec query .*)`"
-                        r"</sub>", block).group(1)
+    command = re.search(r"<sub>\[run `r1`\]\(docs/results/r1.md\) on an unrecorded machine: "
+                        r"`(heterospec query .*)`</sub>", block).group(1)
     printed = heterospec(*shlex.split(command)[1:], "--db", str(db), "--format", "csv")
     assert printed.stdout.splitlines()[1] == "synthetic,25.0,100.0,,,,,", printed.stderr
     assert "no rows for run `r1` in view `model_quality`" in text.split("<!-- results: model_quality -->")[1]

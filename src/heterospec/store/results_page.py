@@ -190,7 +190,7 @@ def run_commits(db: Path, run: str, present: set[str] | None = None) -> list[tup
 def machines_line(machines: list[tuple[str, int, str]]) -> str:
     """The machines a run was made on, in one phrase: ``AMD EPYC (...), 2 logical cores``."""
     if not machines:
-        return "machine not recorded"
+        return "an unrecorded machine"
     if len(machines) == 1:
         return machines[0][0]
     return f"{len(machines)} machines: " + "; ".join(m for m, _, _ in machines)
