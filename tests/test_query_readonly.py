@@ -25,6 +25,8 @@ from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
 from heterospec.replay.measured import FIT_SCHEMA
 from heterospec.replay.serving_validate import OUTPUTS_SCHEMA as SERVING_OUTPUTS_SCHEMA
 from heterospec.replay.serving_validate import VALIDATION_SCHEMA as SERVING_VALIDATION_SCHEMA
+from heterospec.replay.serving_validate import ERRORS_SCHEMA as SERVING_ERRORS_SCHEMA
+from heterospec.replay.serving_validate import REPLAYED_SCHEMA as SERVING_REPLAYED_SCHEMA
 from heterospec.replay.metrics import RESULTS_SCHEMA
 from heterospec.replay.validate import AGGREGATE_SCHEMA, VALIDATION_SCHEMA
 from heterospec.report.sources import PAPER_TABLE3_SCHEMA
@@ -48,7 +50,8 @@ SCHEMAS = {"evaluations": EVALUATION_SCHEMA, "model_quality": MODEL_QUALITY_SCHE
            **{f"collect_{k}": v for k, v in COLLECT_TABLES.items()},
            # the serving run and its validation
            **{f"serving_{k}": v for k, v in SERVING_TABLES.items()}, "serving_batch_prices": BATCH_PRICES_SCHEMA,
-           "serving_outputs": SERVING_OUTPUTS_SCHEMA, "serving_validation": SERVING_VALIDATION_SCHEMA}
+           "serving_outputs": SERVING_OUTPUTS_SCHEMA, "serving_validation": SERVING_VALIDATION_SCHEMA,
+           "serving_replayed": SERVING_REPLAYED_SCHEMA, "serving_errors": SERVING_ERRORS_SCHEMA}
 
 
 @pytest.fixture(scope="module")

@@ -318,6 +318,11 @@ def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_b
     # means 9 / 10, P50 the same, P90 (7 + 0.9 x 4) / (10) = 10.6 / 10; no repeats: NULL
     assert got == [("sequential", 20.0, -10.0, 15.0, 0.8, 5.0, -10.0, -10.0, 6.0),
                    ("step_ahead", 5.0, 5.0, None, None, None, 5.0, 5.0, 5.0)]
+    # Harrell-Davis P50 of two values is their mean (a = b = 1.5): 9 vs 10 and 8.4 vs 8; the bar judges the mean and
+    # the Harrell-Davis quantiles: -10 % misses it
+    hd = con.execute("SELECT executor, p50_hd_error_pct, aggregates_within_5pct FROM replay_validation_summary "
+                     "ORDER BY executor").fetchall()
+    assert hd[0] == ("sequential", -10.0, False) and hd[1][:2] == ("step_ahead", 5.0)
     alone = con.execute("SELECT trace_set, executor, problems, mae_pct, mean_bias_pct FROM replay_schedule_only").fetchall()
     assert alone == [("brsd", "sequential", 2, 5.0, 0.0)]
 

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import torch
@@ -158,8 +159,10 @@ def test_load_points_interleave_and_are_summarised(served):
     rows = read_parquet(paths.serving_validation, VALIDATION_SCHEMA).to_pylist()
     for v in rows:
         mine = [r for r in req if (r["load_index"], r["repeat"]) == (v["load_index"], v["repeat"])]
-        assert (v["measured_p50_s"], v["measured_p90_s"], v["measured_throughput"]) == pytest.approx(
-            load_summary([r["arrival_s"] for r in mine], [r["finish_s"] for r in mine]))
+        got = load_summary([r["arrival_s"] for r in mine], [r["finish_s"] for r in mine])
+        assert (v["measured_p50_s"], v["measured_p90_s"], v["measured_throughput"], v["measured_p50_hd_s"],
+                v["measured_p90_hd_s"]) == pytest.approx(
+            (got["p50"], got["p90"], got["throughput"], got["p50_hd"], got["p90_hd"]))
 
 
 def test_replayed_beside_measured(served):
@@ -191,7 +194,64 @@ def test_host_time_is_latency_less_jobs():
 
 def test_load_summary_by_hand():
     # latencies 1, 2, 2, 4: the median 2; P90 at rank 0.9 * 3 = 2.7, 70 % of the way from 2 to 4; 4 requests in 7 s
-    assert load_summary([0, 1, 2, 3], [1, 3, 4, 7]) == pytest.approx((2.0, 3.4, 4 / 7))
+    got = load_summary([0, 1, 2, 3], [1, 3, 4, 7])
+    assert (got["p50"], got["p90"], got["throughput"]) == pytest.approx((2.0, 3.4, 4 / 7))
+    # Harrell-Davis median of four: a = b = 2.5, weights w, 1/2 - w, 1/2 - w, w with w = I_{1/4}(2.5, 2.5), so
+    # 5 w + 4 (1/2 - w) = 2 + w; w by the midpoint rule on Beta(2.5, 2.5)'s density
+    x = (np.arange(100_000) + 0.5) / 100_000
+    pdf = (x * (1 - x)) ** 1.5
+    assert got["p50_hd"] == pytest.approx(2 + pdf[x < 0.25].sum() / pdf.sum(), abs=1e-6)
+
+
+def _pairs(load_index, measured, replayed):
+    """serving_replayed rows: ``measured[j][i]`` is request i's latency in repeat j; the replay's the same each repeat."""
+    return [dict(run="r", dataset="d", algorithm="brsd", load_index=load_index, repeat=j, request=i, problem_id=str(i),
+                 arrival_s=float(i), measured_s=m, replayed_s=replayed[i])
+            for j, row in enumerate(measured) for i, m in enumerate(row)]
+
+
+def test_load_errors_by_hand():
+    """Two repeats of four requests: the replay 10 % slow on every request of repeat 0, 10 % fast on repeat 1's
+    (which ran 1.1 / 0.9 x slower): the per-request bias (0.1 / 1.1 ... averaged) and MAE, the noise floor of a
+    request's two repeats, each statistic's spread; a systematic +20 % is +20 % in every resample."""
+    from heterospec.replay.serving_validate import load_errors
+    base = [1.0, 2.0, 3.0, 4.0]
+    measured = [[b / 1.1 for b in base], [b / 0.9 for b in base]]
+    summaries = [dict(load_index=0, load=1.0, measured_throughput=t, replayed_throughput=1.0) for t in (1.0, 1.2)]
+    got = {e["statistic"]: e for e in load_errors(_pairs(0, measured, base), summaries, resamples=200)}
+    assert set(got) == {"p50", "p90", "p50_hd", "p90_hd", "mean", "request_bias", "request_mae", "throughput"}
+    assert got["request_bias"]["rel_error"] == pytest.approx(((1.1 - 1) + (0.9 - 1)) / 2)     # 0: they cancel
+    assert got["request_mae"]["rel_error"] == pytest.approx(0.1)
+    # one request's two repeats, b / 1.1 and b / 0.9: |a - b| / mean = (1/0.9 - 1/1.1) / ((1/0.9 + 1/1.1) / 2) = 0.2
+    assert got["request_mae"]["spread"] == pytest.approx(0.2)
+    # the mean over repeats of each repeat's mean latency: 2.5 (1 / 1.1 + 1 / 0.9) / 2; the replay's 2.5
+    mean = 2.5 * (1 / 1.1 + 1 / 0.9) / 2
+    assert (got["mean"]["measured"], got["mean"]["replayed"]) == pytest.approx((mean, 2.5))
+    assert got["p50"]["spread"] == pytest.approx((1 / 0.9 - 1 / 1.1) / ((1 / 0.9 + 1 / 1.1) / 2))
+    assert got["throughput"]["rel_error"] == pytest.approx(1 / 1.1 - 1) and got["throughput"]["ci_low"] is None
+    assert got["throughput"]["spread"] == pytest.approx(0.2 / 1.1)
+    slow = {e["statistic"]: e for e in load_errors(_pairs(0, [base, base], [1.2 * b for b in base]), summaries, 200)}
+    for stat in ("p50", "p90", "p50_hd", "p90_hd", "mean", "request_bias", "request_mae"):
+        assert (slow[stat]["rel_error"], slow[stat]["ci_low"], slow[stat]["ci_high"]) == pytest.approx((0.2,) * 3)
+    assert slow["request_mae"]["spread"] == 0.0
+
+
+def test_load_errors_interval_covers_the_error_of_a_noisy_replay():
+    """A replay right on average and noisy per request (±30 %): the bias's interval holds 0 and is narrower with
+    more requests; the per-request pairs are what is resampled (a shuffled pairing would not change the bias)."""
+    import random
+    from heterospec.replay.serving_validate import load_errors
+    rng = random.Random(5)
+    widths = []
+    for n in (50, 400):
+        m = [rng.lognormvariate(0, 0.5) for _ in range(n)]
+        r = [x * rng.uniform(0.7, 1.3) for x in m]
+        summaries = [dict(load_index=0, load=1.0, measured_throughput=1.0, replayed_throughput=1.0)]
+        e = {x["statistic"]: x for x in load_errors(_pairs(0, [m], r), summaries, resamples=500)}
+        assert e["request_bias"]["ci_low"] < 0 < e["request_bias"]["ci_high"]
+        assert e["request_mae"]["spread"] is None                    # one repeat: no noise floor
+        widths.append(e["request_bias"]["ci_high"] - e["request_bias"]["ci_low"])
+    assert widths[1] < 0.6 * widths[0]
 
 
 @pytest.mark.parametrize("override, line", [
@@ -282,3 +342,38 @@ def test_killed_serving_run_resumes_with_every_request_once(trained_models, tmp_
         return out
 
     assert outcome(resumed, table("killed", "calls")) == outcome(uninterrupted, table("whole", "calls"))
+
+
+def test_serving_load_view_judges_the_harrell_davis_quantiles_and_the_spread(tmp_path):
+    """The bars of serving_load: Harrell-Davis P50 / P90 within 10 %, throughput within 5 %, and the repeats' spread
+    of those quantiles below 5 %; the sample quantiles are reported beside and do not decide. Load 0 passes; load 1
+    misses only by its P90's spread (6 %); load 2 only by a sample P50 error of 30 %, which does not count."""
+    import duckdb
+    from heterospec.replay.serving_validate import ERRORS_SCHEMA, VALIDATION_SCHEMA
+    from heterospec.store import write_parquet
+    from heterospec.store.catalog import build
+    keys = dict(run="r", dataset="d", algorithm="brsd")
+    val, err = [], []
+    for li in range(3):
+        for rep in range(2):
+            val.append(dict(keys, load_index=li, repeat=rep, arrivals="poisson", load=float(li + 1),
+                            rate_per_s=2.0 * (li + 1), requests=200, system="cpu3", schedule="sequential",
+                            profile="measured"))
+        for stat in ("p50", "p90", "p50_hd", "p90_hd", "mean", "request_bias", "request_mae", "throughput"):
+            e, spread = 0.02, 0.01
+            if li == 1 and stat == "p90_hd":
+                spread = 0.06
+            if li == 2 and stat == "p50":
+                e = 0.30
+            err.append(dict(keys, load_index=li, load=float(li + 1), statistic=stat, repeats=2, requests=200,
+                            measured=1.0, replayed=1.0 + e, rel_error=e, ci_low=e - 0.01, ci_high=e + 0.01,
+                            spread=spread))
+    write_parquet(val, tmp_path / "results" / "r" / "serving" / "validation.parquet", VALIDATION_SCHEMA)
+    write_parquet(err, tmp_path / "results" / "r" / "serving" / "errors.parquet", ERRORS_SCHEMA)
+    build(tmp_path / "cat.duckdb", tmp_path)
+    con = duckdb.connect(str(tmp_path / "cat.duckdb"), read_only=True)
+    con.execute(f"SET file_search_path = '{tmp_path}'")
+    got = con.execute("SELECT load_index, requests, p50_error_pct, p90_hd_spread_pct, request_mae_pct, "
+                      "request_noise_floor_pct, within_bars FROM serving_load ORDER BY load_index").fetchall()
+    assert got == [(0, 400, 2.0, 1.0, 2.0, 1.0, True), (1, 400, 2.0, 6.0, 2.0, 1.0, False),
+                   (2, 400, 30.0, 1.0, 2.0, 1.0, True)]

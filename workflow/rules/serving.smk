@@ -39,6 +39,8 @@ rule serving_validate:
         validation=PATHS.serving_validation,
         outputs=PATHS.serving_outputs,
         prices=PATHS.serving_table("batch_prices"),
+        replayed=PATHS.serving_table("replayed"),
+        errors=PATHS.serving_table("errors"),
     log:
         PATHS.log("serving_validate"),
     benchmark:

@@ -25,6 +25,8 @@ from heterospec.paths import RunPaths
 from heterospec.reasoning.collect_schemas import CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, STEPS_TRACE_SCHEMA
 from heterospec.reasoning.serving_schemas import TABLES
 from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
+from heterospec.replay.noise import pair_spread
+from heterospec.replay.quantiles import harrell_davis, sample_quantile
 from heterospec.store.parquet import read_parquet, versioned, write_parquet
 
 log = logging.getLogger("heterospec.serving_validate")
@@ -44,7 +46,7 @@ OUTPUTS_SCHEMA = versioned("serving_outputs", 1, _RUN + [
     pa.field("max_score_diff", pa.float64()),     # largest |PRM score - the sequential collect's| over its PRM calls
 ])
 
-VALIDATION_SCHEMA = versioned("serving_validation", 1, _RUN + [
+VALIDATION_SCHEMA = versioned("serving_validation", 2, _RUN + [
     pa.field("arrivals", pa.string()),            # poisson | closed | timestamps
     pa.field("load", pa.float64()),
     pa.field("rate_per_s", pa.float64()),         # poisson: offered requests per second
@@ -52,21 +54,61 @@ VALIDATION_SCHEMA = versioned("serving_validation", 1, _RUN + [
     pa.field("measured_p50_s", pa.float64()),     # request latency, arrival to its last step
     pa.field("measured_p90_s", pa.float64()),
     pa.field("measured_throughput", pa.float64()),   # requests per second: requests / (last end - first arrival)
+    pa.field("measured_p50_hd_s", pa.float64()),  # the same quantiles by Harrell-Davis (replay.quantiles)
+    pa.field("measured_p90_hd_s", pa.float64()),
     pa.field("replayed_p50_s", pa.float64()),     # the load replay on the same arrivals (null: not replayed)
     pa.field("replayed_p90_s", pa.float64()),
     pa.field("replayed_throughput", pa.float64()),
+    pa.field("replayed_p50_hd_s", pa.float64()),
+    pa.field("replayed_p90_hd_s", pa.float64()),
     pa.field("system", pa.string()),              # what the replay modelled
     pa.field("schedule", pa.string()),
     pa.field("profile", pa.string()),
 ])
 
+# every served request beside its replay on the same arrivals: the paired per-request error
+REPLAYED_SCHEMA = versioned("serving_replayed", 1, _RUN + [
+    pa.field("request", pa.int32()),
+    pa.field("problem_id", pa.string()),
+    pa.field("arrival_s", pa.float64()),          # from the load-point run's start
+    pa.field("measured_s", pa.float64()),         # latency, arrival to its last step
+    pa.field("replayed_s", pa.float64()),
+])
 
-def load_summary(arrivals: list[float], ends: list[float]) -> tuple[float, float, float]:
-    """(P50, P90 latency, throughput) of requests arriving at ``arrivals`` and ending at ``ends`` (s): percentiles
-    linear between order statistics (DuckDB's quantile_cont), throughput = requests / (last end - first arrival)."""
+# per load point, each statistic's error over the repeats with its bootstrap interval (:func:`load_errors`)
+ERRORS_SCHEMA = versioned("serving_errors", 1, [
+    pa.field("run", pa.string()), pa.field("dataset", pa.string()), pa.field("algorithm", pa.string()),
+    pa.field("load_index", pa.int32()), pa.field("load", pa.float64()),
+    # p50 | p90 (sample quantiles) | p50_hd | p90_hd (Harrell-Davis) | mean | throughput: of the latencies (s) or the
+    # requests/s; request_bias | request_mae: the paired per-request error (replayed - measured) / measured, signed
+    # and absolute, averaged over the requests
+    pa.field("statistic", pa.string()),
+    pa.field("repeats", pa.int32()),
+    pa.field("requests", pa.int32()),             # per repeat, counted
+    pa.field("measured", pa.float64()),           # the mean over the repeats (null for the per-request errors)
+    pa.field("replayed", pa.float64()),
+    pa.field("rel_error", pa.float64()),          # (replayed - measured) / measured; the per-request error itself
+    pa.field("ci_low", pa.float64()),             # percentile-bootstrap 95 % interval, requests resampled (null:
+    pa.field("ci_high", pa.float64()),            #   throughput, a whole run's)
+    # the repeats' own spread of the measured statistic, (max - min) / mean; for request_mae the noise floor: the
+    # mean over requests of |a - b| / ((a + b) / 2) of one request's latencies in two repeats (same arrival, problem)
+    pa.field("spread", pa.float64()),
+])
+
+QUANTILES = {"p50": (0.5, sample_quantile), "p90": (0.9, sample_quantile),
+             "p50_hd": (0.5, harrell_davis), "p90_hd": (0.9, harrell_davis)}
+# the bars (docs/serving.md): the Harrell-Davis quantiles within 10 %, the throughput within 5 %, and the repeats'
+# spread of those quantiles below 5 % (else the sample does not support the comparison)
+QUANTILE_BAR, THROUGHPUT_BAR, SPREAD_BAR = 0.10, 0.05, 0.05
+
+
+def load_summary(arrivals: list[float], ends: list[float]) -> dict[str, float]:
+    """{p50, p90, p50_hd, p90_hd: latency s, throughput: requests/s} of requests arriving at ``arrivals`` and ending at
+    ``ends`` (s): the quantiles linear between order statistics (DuckDB's quantile_cont) and by Harrell-Davis,
+    throughput = requests / (last end - first arrival)."""
     lat = np.asarray(ends, float) - np.asarray(arrivals, float)
     span = max(ends) - min(arrivals)
-    return float(np.percentile(lat, 50)), float(np.percentile(lat, 90)), len(lat) / span
+    return {**{s: f(lat, q) for s, (q, f) in QUANTILES.items()}, "throughput": len(lat) / span}
 
 
 def _by(table: pa.Table, keys: tuple[str, ...], order: tuple[str, ...]) -> dict[tuple, list[dict]]:
@@ -177,13 +219,18 @@ def measured_rows(requests: pa.Table) -> list[dict]:
     """Per load point and repeat, the measured summary (VALIDATION_SCHEMA rows, replayed columns empty)."""
     out = []
     for (li, rep), rows in sorted(_by(requests, ("load_index", "repeat"), ("request",)).items()):
-        p50, p90, thr = load_summary([r["arrival_s"] for r in rows], [r["finish_s"] for r in rows])
+        stats = load_summary([r["arrival_s"] for r in rows], [r["finish_s"] for r in rows])
         r0 = rows[0]
         out.append(dict(run=r0["run"], dataset=r0["dataset"], algorithm=r0["algorithm"], load_index=li, repeat=rep,
                         arrivals=r0["arrivals"], load=r0["load"], rate_per_s=r0["rate_per_s"], requests=len(rows),
-                        measured_p50_s=p50, measured_p90_s=p90, measured_throughput=thr, replayed_p50_s=None,
-                        replayed_p90_s=None, replayed_throughput=None, system=None, schedule=None, profile=None))
+                        **{_column("measured", k): v for k, v in stats.items()},
+                        **{_column("replayed", k): None for k in stats}, system=None, schedule=None, profile=None))
     return out
+
+
+def _column(side: str, stat: str) -> str:
+    """The VALIDATION_SCHEMA column of a :func:`load_summary` statistic: measured_p50_s, replayed_throughput, ..."""
+    return f"{side}_{stat}" if stat == "throughput" else f"{side}_{stat.replace('_hd', '')}{'_hd' * ('_hd' in stat)}_s"
 
 
 SCHEDULE = "sequential"     # each served request runs the sequential executor's calls
@@ -294,9 +341,10 @@ def serving_devices(cfg, paths: RunPaths, system, problems, profile, prices: pa.
 
 
 def replayed(cfg, paths: RunPaths, serving: dict[str, pa.Table], reference: dict[str, pa.Table],
-             prices: list[dict]) -> dict[tuple[int, int], tuple[float, float, float]]:
-    """Per load point and repeat, the load replay's (P50, P90, throughput) on the run's arrivals (the closed loop's
-    clients for arrivals=closed), the run's collect system under the sequential schedule."""
+             prices: list[dict]) -> dict[tuple[int, int], list[tuple[float, float]]]:
+    """Per load point and repeat, the load replay's (arrival s, latency s) of each request, in request order, on the
+    run's arrivals (the closed loop's clients for arrivals=closed: its own arrivals), the run's collect system under
+    the sequential schedule."""
     from heterospec.config.hardware import system as hw_system
     from heterospec.replay.load import replay_closed, replay_requests
 
@@ -313,8 +361,7 @@ def replayed(cfg, paths: RunPaths, serving: dict[str, pa.Table], reference: dict
         else:
             run = replay_requests([(r["arrival_s"], by_id[r["problem_id"]]) for r in rows], system, SCHEDULE,
                                   profile, devices)
-        arrivals = [q.arrival / 1e3 for q in run.requests]
-        out[(li, rep)] = load_summary(arrivals, [a + q.latency / 1e3 for a, q in zip(arrivals, run.requests)])
+        out[(li, rep)] = [(q.arrival / 1e3, q.latency / 1e3) for q in sorted(run.requests, key=lambda q: q.index)]
     log.info("replayed on %s, schedule %s, profile %s: %s", system.name, SCHEDULE, PROFILE, devices.describe())
     return out
 
@@ -331,8 +378,14 @@ def validate(cfg, paths: RunPaths) -> pa.Table:
     rows = measured_rows(serving["requests"])
     replay = replayed(cfg, paths, serving, reference, prices)
     for r in rows:
-        r["replayed_p50_s"], r["replayed_p90_s"], r["replayed_throughput"] = replay[(r["load_index"], r["repeat"])]
+        times = replay[(r["load_index"], r["repeat"])]
+        stats = load_summary([a for a, _ in times], [a + lat for a, lat in times])
+        r.update({_column("replayed", k): v for k, v in stats.items()})
         r.update(system=str(cfg.system.name), schedule=SCHEDULE, profile=PROFILE)
+    pairs = request_pairs(serving["requests"], replay)
+    write_parquet(pairs, paths.serving_table("replayed"), REPLAYED_SCHEMA)
+    errors = load_errors(pairs, rows)
+    write_parquet(errors, paths.serving_table("errors"), ERRORS_SCHEMA)
     table = write_parquet(rows, paths.serving_validation, VALIDATION_SCHEMA)
     n = len(same)
     log.info("outputs: %d of %d requests identical to the sequential collect (answers %d, steps %d, verdicts %d, "
@@ -341,10 +394,93 @@ def validate(cfg, paths: RunPaths) -> pa.Table:
              sum(r["identical_verdicts"] for r in same), sum(r["identical_calls"] for r in same),
              max((r["max_score_diff"] for r in same), default=0.0))
     for r in rows:
-        log.info("load %g (%s) repeat %d: P50 %.3f s (replayed %.3f), P90 %.3f s (%.3f), %.3f requests/s (%.3f)",
-                 r["load"], r["arrivals"], r["repeat"], r["measured_p50_s"], r["replayed_p50_s"], r["measured_p90_s"],
-                 r["replayed_p90_s"], r["measured_throughput"], r["replayed_throughput"])
+        log.info("load %g (%s) repeat %d, %d requests: P50 %.3f s (replayed %.3f; Harrell-Davis %.3f, %.3f), P90 %.3f s "
+                 "(%.3f; %.3f, %.3f), %.3f requests/s (%.3f)", r["load"], r["arrivals"], r["repeat"], r["requests"],
+                 r["measured_p50_s"], r["replayed_p50_s"], r["measured_p50_hd_s"], r["replayed_p50_hd_s"],
+                 r["measured_p90_s"], r["replayed_p90_s"], r["measured_p90_hd_s"], r["replayed_p90_hd_s"],
+                 r["measured_throughput"], r["replayed_throughput"])
+    print(errors_table(errors))
     return table
+
+
+def request_pairs(requests: pa.Table, replay: dict[tuple[int, int], list[tuple[float, float]]]) -> list[dict]:
+    """Every served request beside its replay (REPLAYED_SCHEMA rows)."""
+    out = []
+    for (li, rep), rows in sorted(_by(requests, ("load_index", "repeat"), ("request",)).items()):
+        for r, (_, lat) in zip(rows, replay[(li, rep)], strict=True):
+            out.append(dict(run=r["run"], dataset=r["dataset"], algorithm=r["algorithm"], load_index=li, repeat=rep,
+                            request=r["request"], problem_id=r["problem_id"], arrival_s=r["arrival_s"],
+                            measured_s=r["finish_s"] - r["arrival_s"], replayed_s=lat))
+    return out
+
+
+def _spread(values) -> float | None:
+    """(max - min) / mean of the repeats' values; None for one repeat."""
+    v = np.asarray(values, float)
+    return float((v.max() - v.min()) / v.mean()) if v.size > 1 else None
+
+
+def load_errors(pairs: list[dict], summaries: list[dict], resamples: int = 2000, level: float = 0.95,
+                seed: int = 0) -> list[dict]:
+    """Per load point (ERRORS_SCHEMA rows): the replay's error on each latency statistic (the sample and the
+    Harrell-Davis P50 / P90, the mean), each the mean over the repeats of the statistic, with a percentile-bootstrap
+    interval: the requests resampled with replacement, one draw of request indices for every repeat (a request's
+    repeats share its arrival and problem) and each measured latency with its replay (a pair); the paired
+    per-request error (signed and absolute) likewise, its noise floor the spread of one request's repeats; the
+    throughput's error (no interval: a whole run's). Each with the repeats' own spread of the measured statistic.
+    Requests are those present in every repeat of the point."""
+    by: dict[int, dict[int, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
+    for p in pairs:
+        by[p["load_index"]][p["repeat"]][p["request"]] = p
+    thr = defaultdict(list)
+    for r in summaries:
+        thr[r["load_index"]].append((r["measured_throughput"], r["replayed_throughput"]))
+    rng = np.random.default_rng(seed)
+    out = []
+    for li, reps in sorted(by.items()):
+        ids = sorted(set.intersection(*(set(v) for v in reps.values())))
+        m = np.array([[reps[j][i]["measured_s"] for i in ids] for j in sorted(reps)])     # repeats x requests
+        r = np.array([[reps[j][i]["replayed_s"] for i in ids] for j in sorted(reps)])
+        first = reps[min(reps)][ids[0]]
+        keys = dict(run=first["run"], dataset=first["dataset"], algorithm=first["algorithm"], load_index=li,
+                    load=next(s["load"] for s in summaries if s["load_index"] == li), repeats=len(reps),
+                    requests=len(ids))
+        stats = {**{k: (lambda x, q=q, f=f: f(x, q)) for k, (q, f) in QUANTILES.items()}, "mean": np.mean}
+        draws = rng.integers(0, len(ids), size=(resamples, len(ids)))
+        lo_i = int((1 - level) / 2 * resamples)
+        for name, f in stats.items():
+            meas, rep = float(np.mean([f(x) for x in m])), float(np.mean([f(x) for x in r]))
+            boot = np.sort([np.mean([f(x[d]) for x in r]) / np.mean([f(x[d]) for x in m]) - 1 for d in draws])
+            out.append(dict(keys, statistic=name, measured=meas, replayed=rep, rel_error=rep / meas - 1,
+                            ci_low=float(boot[lo_i]), ci_high=float(boot[resamples - 1 - lo_i]),
+                            spread=_spread([f(x) for x in m])))
+        e = (r - m) / m                                     # the paired per-request error, repeats x requests
+        noise = float(np.mean([pair_spread(list(m[:, k])) for k in range(len(ids))])) if len(m) > 1 else None
+        for name, g, floor in (("request_bias", lambda x: x, None), ("request_mae", np.abs, noise)):
+            per = g(e).mean(axis=0)                         # per request, over its repeats
+            boot = np.sort(per[draws].mean(axis=1))
+            out.append(dict(keys, statistic=name, measured=None, replayed=None, rel_error=float(per.mean()),
+                            ci_low=float(boot[lo_i]), ci_high=float(boot[resamples - 1 - lo_i]), spread=floor))
+        mt, rt = (np.mean([t[k] for t in thr[li]]) for k in (0, 1))
+        out.append(dict(keys, statistic="throughput", measured=float(mt), replayed=float(rt),
+                        rel_error=float(rt / mt - 1), ci_low=None, ci_high=None,
+                        spread=_spread([t[0] for t in thr[li]])))
+    return out
+
+
+def errors_table(errors: list[dict]) -> str:
+    """The load errors as a text table, one row per load point and statistic (%)."""
+    from heterospec.text_table import format_table
+
+    def pct(x):
+        return "-" if x is None or not np.isfinite(x) else f"{100 * x:+.1f}"
+    return format_table(["load", "statistic", "repeats", "requests", "measured", "replayed", "error_pct",
+                         "95ci_pct", "spread_pct"],
+                        [(e["load"], e["statistic"], e["repeats"], e["requests"],
+                          "-" if e["measured"] is None else f"{e['measured']:.4g}",
+                          "-" if e["replayed"] is None else f"{e['replayed']:.4g}", pct(e["rel_error"]),
+                          "-" if e["ci_low"] is None else f"{pct(e['ci_low'])} to {pct(e['ci_high'])}",
+                          "-" if e["spread"] is None else f"{100 * e['spread']:.1f}") for e in errors])
 
 
 def main(argv: list[str]) -> None:

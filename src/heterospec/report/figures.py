@@ -160,7 +160,7 @@ def replay_validation(rows):
     """The replay against our own measurements, per trace set and executor, its error taken apart: noise (the
     per-problem MAE beside the noise floor of two runs of the same problem), drift (each job's draft pace against
     its executor's jobs pooled) and the model's error (the schedule-only MAE, and the error on the mean, P50 and P90
-    latency with their bootstrap intervals)."""
+    latency with their bootstrap intervals, the quantiles by Harrell-Davis and by the sample quantile)."""
     fig, axes = panels(3, width=4.0, height=3.6, title="Replay validation: noise, drift and model error")
     label = {r["trace_set"] + ", " + r["executor"]: r for r in rows}
     per_problem = [dict(group=g, kind=kind, value=r[col]) for g, r in label.items()
@@ -171,15 +171,18 @@ def replay_validation(rows):
                                       "schedule-only MAE": "tab:green"})
     axes[0].set_title("noise vs model, per problem", fontsize=9)
     ax = axes[1]
-    stats = [("mean", "tab:orange"), ("p50", "tab:purple"), ("p90", "tab:brown")]
-    for j, (stat, color) in enumerate(stats):
+    # the quantiles by both estimators: Harrell-Davis (filled, what the bar judges) beside the sample's (hollow)
+    stats = [("mean", "tab:orange", "error on the mean latency"),
+             ("p50_hd", "tab:purple", "P50, Harrell-Davis"), ("p50", "tab:purple", "P50, sample quantile"),
+             ("p90_hd", "tab:brown", "P90, Harrell-Davis"), ("p90", "tab:brown", "P90, sample quantile")]
+    for j, (stat, color, name) in enumerate(stats):
         pts = [(k, r) for k, r in enumerate(label.values()) if r.get(f"{stat}_error_pct") is not None]
-        x = [k - 0.25 + 0.25 * j for k, _ in pts]
+        x = [k - 0.3 + 0.15 * j for k, _ in pts]
         y = [r[f"{stat}_error_pct"] for _, r in pts]
         err = [[r[f"{stat}_error_pct"] - r[f"{stat}_error_low_pct"] for _, r in pts],
                [r[f"{stat}_error_high_pct"] - r[f"{stat}_error_pct"] for _, r in pts]]
-        ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3, label=f"error on the {stat.upper()} latency"
-                    if stat != "mean" else "error on the mean latency")
+        ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3, label=name,
+                    mfc="white" if stat in ("p50", "p90") else color)
     ax.axhspan(-5, 5, color="tab:green", alpha=0.12, label="±5 % bar")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(range(len(label)), list(label), rotation=25, ha="right")
@@ -199,8 +202,8 @@ def replay_validation(rows):
 
 
 def serving_load(rows):
-    """A serving run against the load replay: P50 and P90 latency and throughput per load point, each measured repeat
-    a marker, the replay on the same arrivals a line."""
+    """A serving run against the load replay: P50 and P90 latency (by Harrell-Davis and by the sample quantile) and
+    throughput per load point, each measured repeat a marker, the replay on the same arrivals a line."""
     def offered(r):
         return r["rate_per_s"] if r["rate_per_s"] is not None else r["load"]
 
@@ -208,14 +211,20 @@ def serving_load(rows):
     fig, axes = panels(3, width=3.8, height=3.2,
                        title=f"Serving {rows[0]['algorithm'].upper()} on this machine against the load replay "
                              f"({rows[0]['profile'] or 'not replayed'} profile)")
-    for ax, (m, label) in zip(axes, [("p50_s", "P50 latency (s)"), ("p90_s", "P90 latency (s)"),
+    # the quantiles by Harrell-Davis (filled markers, solid line: what the bars judge) and by the sample quantile
+    # (hollow, dashed), the same estimator on both sides
+    for ax, (m, label) in zip(axes, [("p50", "P50 latency (s)"), ("p90", "P90 latency (s)"),
                                      ("throughput", "throughput (requests/s)")]):
-        for rep, marker in zip(sorted({r["repeat"] for r in rows}), "os^v"):
-            pts = sorted((offered(r), r[f"measured_{m}"]) for r in rows if r["repeat"] == rep)
-            ax.plot(*zip(*pts), marker=marker, ls="none", color="tab:blue", label=f"measured, repeat {rep}")
-        replayed = sorted({(offered(r), r[f"replayed_{m}"]) for r in rows if r[f"replayed_{m}"] is not None})
-        if replayed:
-            ax.plot(*zip(*replayed), marker="x", color="tab:orange", label="load replay")
+        series = [(f"{m}_hd_s", ", Harrell-Davis", "-", None), (f"{m}_s", ", sample quantile", "--", "white")] \
+            if m != "throughput" else [(m, "", "-", None)]
+        for col, tag, ls, face in series:
+            for rep, marker in zip(sorted({r["repeat"] for r in rows}), "os^v"):
+                pts = sorted((offered(r), r[f"measured_{col}"]) for r in rows if r["repeat"] == rep)
+                ax.plot(*zip(*pts), marker=marker, ls="none", color="tab:blue", mfc=face or "tab:blue",
+                        label=f"measured, repeat {rep}{tag}")
+            replayed = sorted({(offered(r), r[f"replayed_{col}"]) for r in rows if r[f"replayed_{col}"] is not None})
+            if replayed:
+                ax.plot(*zip(*replayed), marker="x", ls=ls, color="tab:orange", label=f"load replay{tag}")
         if m == "throughput" and poisson:
             top = max(offered(r) for r in rows)
             ax.plot([0, top], [0, top], color="grey", lw=0.8, ls="--", label="offered load")

@@ -29,7 +29,8 @@ README_TABLES = (
      "dataset, algorithm, problems, speedup, identical_outputs_pct"),
     ("Replay validation (docs/validation.md)", "replay_validation_summary",
      "trace_set, executor, system, problems, measured_ms, predicted_ms, mae_pct, mean_bias_pct, noise_floor_pct, "
-     "draft_pace, schedule_only_mae_pct, mean_error_pct, p50_error_pct, p90_error_pct"),
+     "draft_pace, schedule_only_mae_pct, mean_error_pct, p50_hd_error_pct, p90_hd_error_pct, p50_error_pct, "
+     "p90_error_pct, aggregates_within_5pct"),
     ("DFVG: tau per strategy (docs/dfvg.md)", "dfvg_summary",
      "strategy, prompts, rounds, tau, acceptance_rate, draft_efficiency, mean_nodes, mean_depth, draft_passes"),
     ("DFVG: CPU wall clock, one timing per method", "dfvg_speed",
@@ -92,9 +93,14 @@ HEADLINES: dict[str, tuple[Table, ...]] = {
         Table("Serving: outputs against the sequential collect (docs/serving.md)", "serving_identity",
               "dataset, algorithm, requests, problems, identical_pct, prm_calls, max_prm_score_diff"),
         Table("Serving: measured against the load replay per load point", "serving_load",
-              "dataset, algorithm, load, rate_per_s, repeats, requests, measured_p50_s, replayed_p50_s, "
-              "p50_error_pct, measured_p90_s, replayed_p90_s, p90_error_pct, measured_throughput, "
-              "replayed_throughput, throughput_error_pct, within_bars"),
+              "dataset, algorithm, load, rate_per_s, repeats, requests_per_repeat, measured_p50_hd_s, "
+              "replayed_p50_hd_s, p50_hd_error_pct, p50_hd_spread_pct, p50_error_pct, measured_p90_hd_s, "
+              "replayed_p90_hd_s, p90_hd_error_pct, p90_hd_spread_pct, p90_error_pct, request_bias_pct, "
+              "request_mae_pct, request_noise_floor_pct, measured_throughput, replayed_throughput, "
+              "throughput_error_pct, within_bars"),
+        Table("Serving: the replay's errors per load point with their bootstrap 95 % intervals", "serving_errors",
+              "dataset, algorithm, load, statistic, repeats, requests, measured, replayed, rel_error, ci_low, "
+              "ci_high, spread"),
     ),
 }
 
@@ -113,15 +119,16 @@ README_HEADLINES: dict[str, Table] = {
     "dfvg": Table("DFVG on the simulated FPGA + GPU", "dfvg_replay_summary",
                   "profile, strategy, design, tokens_per_s, speedup_vs_plain, speedup_vs_gpu_only"),
     "replay_validation": Table("Replay validation, errors of the aggregates", "replay_validation_summary",
-                               "trace_set, executor, mean_error_pct, p50_error_pct, p90_error_pct, mae_pct, "
-                               "noise_floor_pct, draft_pace"),
+                               "trace_set, executor, mean_error_pct, p50_hd_error_pct, p90_hd_error_pct, "
+                               "p50_error_pct, p90_error_pct, mae_pct, noise_floor_pct, draft_pace"),
     "load_capacity": Table("Load replay: capacity (requests/s) at the SLO, paper_v12", "load_capacity_summary",
                            "trace_set, method, system, capacity_rps",
                            where="profile = 'paper_v12' AND method IN ('target', 'rsd', 'brsd')",
                            pivot="system IN ('gpu3', 'hetero_u280', 'hetero_v80'): capacity_rps"),
     "serving": Table("Serving: measured against the load replay", "serving_load",
-                     "load, requests, measured_p50_s, replayed_p50_s, measured_p90_s, replayed_p90_s, "
-                     "measured_throughput, replayed_throughput"),
+                     "load, requests_per_repeat, measured_p50_hd_s, replayed_p50_hd_s, measured_p90_hd_s, "
+                     "replayed_p90_hd_s, request_mae_pct, request_noise_floor_pct, measured_throughput, "
+                     "replayed_throughput, within_bars"),
 }
 
 BLOCK = re.compile(r"^<!-- (/?)results: (\S+) -->\s*$")
