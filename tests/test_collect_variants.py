@@ -180,20 +180,25 @@ def test_a_variants_executors_run_interleaved_problem_by_problem_to_the_block_wi
                                                                                             ci_quantized):
     """brsd_w8a8 under both executors in one job over one session (heterospec.collect.run_variant): every problem's
     two runs journaled before the next problem's, in the seeded order of interleaved_order (so the step-ahead
-    speedup compares runs of the same seconds); the tables are those of one block-wise collect per executor."""
-    from heterospec.collect import interleaved_order, plan_collect, run_shard, run_variant
+    speedup compares runs of the same seconds), a block-wise journal of it found there not resumed; the tables are
+    those of one block-wise collect per executor."""
+    from heterospec.collect import Collect, interleaved_order, run_shard, run_variant
     from heterospec.reasoning.collect_schemas import TABLES
     from heterospec.reasoning.repeats import journal_name
+    from heterospec.tasks import load_problems
     from test_collect_timed import decided, same
 
     ov = ["experiment=ci", "collect.limit=3"]
     cfg, paths = trained_models.run(ov)
     copy_quantized(ci_quantized, paths)
+    run_shard(cfg, paths, ov, "synthetic", "brsd_w8a8", "sequential", "0of1", processes=False)   # block-wise
     out = run_variant(cfg, paths, ov, "synthetic", "brsd_w8a8", "0of1", processes=False)
     assert sorted(out) == [("brsd_w8a8", "sequential"), ("brsd_w8a8", "step_ahead")]
     written = sorted((f.stat().st_mtime_ns, e, f.name) for (_, e), tables in out.items()
                      for f in (tables["problems"].parent / "journal").glob("*.json"))
-    plans = [plan_collect(cfg, paths, ov, "synthetic", "brsd_w8a8", e, "0of1") for e in ("sequential", "step_ahead")]
+    problems = load_problems(cfg.dataset, 3)
+    plans = [Collect(None, "synthetic", "brsd_w8a8", e, "0of1", problems, 1, None, {})
+             for e in ("sequential", "step_ahead")]
     order = [(c.executor, journal_name(k, j)) for c, k, j in interleaved_order(plans, int(cfg.seed))]
     assert [(e, name) for _, e, name in written] == order and len(order) == 6
     _, block = trained_models.run(ov)

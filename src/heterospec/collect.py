@@ -71,9 +71,10 @@ def _journal_write(path: Path, rows: dict) -> None:
     os.replace(tmp, path)
 
 
-def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard: str) -> str:
+def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard: str, job: str = "") -> str:
     """What a journaled problem depends on: settings, the models' manifests, the package version, the tables' schema
-    versions."""
+    versions; ``job``, where it is not the collect's own: what its timings were measured beside (a variant's
+    executors interleaved, so that a block-wise journal of it is not taken for one)."""
     import hashlib
 
     from omegaconf import OmegaConf
@@ -87,6 +88,7 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
              (dataset_config(cfg, dataset), alg, cfg.models, collect, cfg.system.torch_devices, speculation,
               cfg.system.draft)]
     parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in TABLES.values())]
+    parts += [job] if job else []
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
     impl = draft_implementation(cfg)
     if is_board(impl) and paths.hls_codegen(impl).exists():
@@ -131,8 +133,9 @@ class Collect:
 
 
 def plan_collect(cfg, paths: RunPaths, overrides: list[str], dataset: str, algorithm: str, executor: str,
-                 shard: str) -> Collect:
-    """The collect of one shard, its journal opened (kept only if written under the same settings and models)."""
+                 shard: str, job: str = "") -> Collect:
+    """The collect of one shard, its journal opened (kept only if written under the same settings and models, and
+    in the same kind of ``job``: :func:`_journal_spec`)."""
     from heterospec.speculative.stepwise import check_strategy
     from heterospec.tasks import load_problems
 
@@ -153,7 +156,7 @@ def plan_collect(cfg, paths: RunPaths, overrides: list[str], dataset: str, algor
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
     out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}
     journal = out["problems"].parent / "journal"
-    _open_journal(journal, _journal_spec(cfg, cfg.algorithm, paths, dataset, executor, shard))
+    _open_journal(journal, _journal_spec(cfg, cfg.algorithm, paths, dataset, executor, shard, job))
     return Collect(cfg, dataset, algorithm, executor, shard, mine, repeats, journal, out)
 
 
@@ -253,14 +256,14 @@ def interleaved_order(collects: list[Collect], seed: int) -> list[tuple[Collect,
 
 
 def run_interleaved(cfg, paths: RunPaths, overrides: list[str], dataset: str, shard: str,
-                    names: list[tuple[str, str]], what: str, processes: bool | None = None
+                    names: list[tuple[str, str]], what: str, processes: bool | None = None, job: str = ""
                     ) -> dict[tuple[str, str], dict[str, Path]]:
     """The collects ``names`` ((algorithm, executor) each) of one shard in one job over one session: round by round
     (``collect.repeats``), problem by problem, every collect's run of a problem in a seeded shuffled order
     (:func:`interleaved_order`), so that the machine's load in any minute falls on all of them alike. Each collect's
     journal and tables are those :func:`run_shard` writes; returns {(algorithm, executor): its tables}. ``what``
-    names them in the progress bar and the errors."""
-    collects = [plan_collect(cfg, paths, overrides, dataset, a, e, shard) for a, e in names]
+    names them in the progress bar and the errors; ``job`` goes into their journals' spec (:func:`_journal_spec`)."""
+    collects = [plan_collect(cfg, paths, overrides, dataset, a, e, shard, job) for a, e in names]
     check_one_session(collects, what)
     todo = [(c, k, j) for c, k, j in interleaved_order(collects, int(cfg.seed)) if not c.done(k, j)]
     _resuming(todo, sum(len(c.problems) * c.repeats for c in collects))
@@ -289,7 +292,9 @@ def run_variant(cfg, paths: RunPaths, overrides: list[str], dataset: str, algori
         raise UserError(f"collect variant --algorithm {algorithm}: not a collect variant (collect.variants "
                         f"{sorted(cfg.collect.variants)}); an algorithm config's collects run in `collect timed`")
     names = [(algorithm, e) for e in collect_executors(cfg, algorithm)]
-    return run_interleaved(cfg, paths, overrides, dataset, shard, names, algorithm, processes)
+    # its journals say so: a block-wise one (collect run, or this stage before 976c8ab) starts afresh, not resumed
+    job = "interleaved: " + ", ".join(e for _, e in names)
+    return run_interleaved(cfg, paths, overrides, dataset, shard, names, algorithm, processes, job)
 
 
 def check_one_session(collects: list[Collect], what: str = "timed") -> None:
