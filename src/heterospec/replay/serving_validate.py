@@ -97,9 +97,8 @@ ERRORS_SCHEMA = versioned("serving_errors", 1, [
 
 QUANTILES = {"p50": (0.5, sample_quantile), "p90": (0.9, sample_quantile),
              "p50_hd": (0.5, harrell_davis), "p90_hd": (0.9, harrell_davis)}
-# the bars (docs/serving.md): the Harrell-Davis quantiles within 10 %, the throughput within 5 %, and the repeats'
-# spread of those quantiles below 5 % (else the sample does not support the comparison)
-QUANTILE_BAR, THROUGHPUT_BAR, SPREAD_BAR = 0.10, 0.05, 0.05
+# the bars are the serving_load view's (store/catalog.py, docs/serving.md): the Harrell-Davis quantiles within 10 %,
+# the throughput within 5 %, and the repeats' spread of those quantiles below 5 %
 
 
 def load_summary(arrivals: list[float], ends: list[float]) -> dict[str, float]:

@@ -17,6 +17,23 @@ import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
 
+def _pivot(statistic: str, columns: str, alias: str = "") -> str:
+    """SQL select-list items that pivot one row kind of a long (statistic, value...) table into columns:
+    ``columns`` names each as ``kind`` or ``kind:output name`` (default ``measured_<statistic>_s``, ``<statistic>_error_pct``, ...);
+    kinds: measured, replayed (s, 4 decimals), error, low, high, spread (%, 2 decimals)."""
+    src = {"measured": "measured", "replayed": "replayed", "error": "rel_error", "low": "ci_low",
+           "high": "ci_high", "spread": "spread"}
+    name = {"measured": "measured_{s}_s", "replayed": "replayed_{s}_s", "error": "{s}_error_pct",
+            "low": "{s}_error_low_pct", "high": "{s}_error_high_pct", "spread": "{s}_spread_pct"}
+    out = []
+    for c in columns.split():
+        kind, _, as_name = c.partition(":")
+        value = f"any_value({alias}{src[kind]}) FILTER (statistic = '{statistic}')"
+        value = f"round({value}, 4)" if kind in ("measured", "replayed") else f"round(100 * {value}, 2)"
+        out.append(f"{value} AS {as_name or name[kind].format(s=statistic)}")
+    return ",\n               ".join(out)
+
+
 # view name -> Parquet glob (relative to the project root), or several, one view per table kind
 TABLES: dict[str, str | tuple[str, ...]] = {
     "evaluations": "results/*/evaluate/*/*.parquet",
@@ -184,22 +201,9 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                      round(100 * avg(abs(schedule_only_ms - measured_ms) / measured_ms), 2) AS schedule_only_mae_pct
               FROM replay_validation GROUP BY ALL) v
         LEFT JOIN (SELECT run, trace_set, executor, system,
-                          round(100 * any_value(rel_error) FILTER (statistic = 'mean'), 2) AS mean_error_pct,
-                          round(100 * any_value(ci_low) FILTER (statistic = 'mean'), 2) AS mean_error_low_pct,
-                          round(100 * any_value(ci_high) FILTER (statistic = 'mean'), 2) AS mean_error_high_pct,
-                          round(100 * any_value(rel_error) FILTER (statistic = 'p50'), 2) AS p50_error_pct,
-                          round(100 * any_value(ci_low) FILTER (statistic = 'p50'), 2) AS p50_error_low_pct,
-                          round(100 * any_value(ci_high) FILTER (statistic = 'p50'), 2) AS p50_error_high_pct,
-                          round(100 * any_value(rel_error) FILTER (statistic = 'p90'), 2) AS p90_error_pct,
-                          round(100 * any_value(ci_low) FILTER (statistic = 'p90'), 2) AS p90_error_low_pct,
-                          round(100 * any_value(ci_high) FILTER (statistic = 'p90'), 2) AS p90_error_high_pct,
+               """ + ",\n               ".join(_pivot(st, "error low high") for st in ("mean", "p50", "p90")) + """,
                           -- the Harrell-Davis quantiles (replay.quantiles), which the bar judges with the mean
-                          round(100 * any_value(rel_error) FILTER (statistic = 'p50_hd'), 2) AS p50_hd_error_pct,
-                          round(100 * any_value(ci_low) FILTER (statistic = 'p50_hd'), 2) AS p50_hd_error_low_pct,
-                          round(100 * any_value(ci_high) FILTER (statistic = 'p50_hd'), 2) AS p50_hd_error_high_pct,
-                          round(100 * any_value(rel_error) FILTER (statistic = 'p90_hd'), 2) AS p90_hd_error_pct,
-                          round(100 * any_value(ci_low) FILTER (statistic = 'p90_hd'), 2) AS p90_hd_error_low_pct,
-                          round(100 * any_value(ci_high) FILTER (statistic = 'p90_hd'), 2) AS p90_hd_error_high_pct,
+               """ + ",\n               ".join(_pivot(st, "error low high") for st in ("p50_hd", "p90_hd")) + """,
                           bool_and(abs(rel_error) <= 0.05)
                               FILTER (statistic IN ('mean', 'p50_hd', 'p90_hd')) AS aggregates_within_5pct
                    FROM replay_validation_aggregate GROUP BY ALL) a
@@ -236,48 +240,27 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
             SELECT run, dataset, algorithm, load_index, any_value(arrivals) AS arrivals,
                    any_value(rate_per_s) AS rate_per_s, any_value(system) AS system,
                    any_value(schedule) AS schedule, any_value(profile) AS profile
-            FROM serving_validation GROUP BY run, dataset, algorithm, load_index),
-        e AS (SELECT * FROM serving_errors)
+            FROM serving_validation GROUP BY run, dataset, algorithm, load_index)
         SELECT v.run, v.dataset, v.algorithm, v.load_index, v.arrivals, any_value(e.load) AS load,
                round(v.rate_per_s, 4) AS rate_per_s, any_value(e.repeats) AS repeats,
                any_value(e.requests) * any_value(e.repeats) AS requests,
                any_value(e.requests) AS requests_per_repeat, v.system, v.schedule, v.profile,
-               round(any_value(e.measured) FILTER (statistic = 'p50'), 4) AS measured_p50_s,
-               round(any_value(e.replayed) FILTER (statistic = 'p50'), 4) AS replayed_p50_s,
-               round(100 * any_value(e.rel_error) FILTER (statistic = 'p50'), 2) AS p50_error_pct,
-               round(100 * any_value(e.spread) FILTER (statistic = 'p50'), 2) AS p50_spread_pct,
-               round(any_value(e.measured) FILTER (statistic = 'p50_hd'), 4) AS measured_p50_hd_s,
-               round(any_value(e.replayed) FILTER (statistic = 'p50_hd'), 4) AS replayed_p50_hd_s,
-               round(100 * any_value(e.rel_error) FILTER (statistic = 'p50_hd'), 2) AS p50_hd_error_pct,
-               round(100 * any_value(e.ci_low) FILTER (statistic = 'p50_hd'), 2) AS p50_hd_error_low_pct,
-               round(100 * any_value(e.ci_high) FILTER (statistic = 'p50_hd'), 2) AS p50_hd_error_high_pct,
-               round(100 * any_value(e.spread) FILTER (statistic = 'p50_hd'), 2) AS p50_hd_spread_pct,
-               round(any_value(e.measured) FILTER (statistic = 'p90'), 4) AS measured_p90_s,
-               round(any_value(e.replayed) FILTER (statistic = 'p90'), 4) AS replayed_p90_s,
-               round(100 * any_value(e.rel_error) FILTER (statistic = 'p90'), 2) AS p90_error_pct,
-               round(100 * any_value(e.spread) FILTER (statistic = 'p90'), 2) AS p90_spread_pct,
-               round(any_value(e.measured) FILTER (statistic = 'p90_hd'), 4) AS measured_p90_hd_s,
-               round(any_value(e.replayed) FILTER (statistic = 'p90_hd'), 4) AS replayed_p90_hd_s,
-               round(100 * any_value(e.rel_error) FILTER (statistic = 'p90_hd'), 2) AS p90_hd_error_pct,
-               round(100 * any_value(e.ci_low) FILTER (statistic = 'p90_hd'), 2) AS p90_hd_error_low_pct,
-               round(100 * any_value(e.ci_high) FILTER (statistic = 'p90_hd'), 2) AS p90_hd_error_high_pct,
-               round(100 * any_value(e.spread) FILTER (statistic = 'p90_hd'), 2) AS p90_hd_spread_pct,
-               round(100 * any_value(e.rel_error) FILTER (statistic = 'request_bias'), 2) AS request_bias_pct,
-               round(100 * any_value(e.ci_low) FILTER (statistic = 'request_bias'), 2) AS request_bias_low_pct,
-               round(100 * any_value(e.ci_high) FILTER (statistic = 'request_bias'), 2) AS request_bias_high_pct,
-               round(100 * any_value(e.rel_error) FILTER (statistic = 'request_mae'), 2) AS request_mae_pct,
-               round(100 * any_value(e.ci_low) FILTER (statistic = 'request_mae'), 2) AS request_mae_low_pct,
-               round(100 * any_value(e.ci_high) FILTER (statistic = 'request_mae'), 2) AS request_mae_high_pct,
-               round(100 * any_value(e.spread) FILTER (statistic = 'request_mae'), 2) AS request_noise_floor_pct,
-               round(any_value(e.measured) FILTER (statistic = 'throughput'), 4) AS measured_throughput,
-               round(any_value(e.replayed) FILTER (statistic = 'throughput'), 4) AS replayed_throughput,
-               round(100 * any_value(e.rel_error) FILTER (statistic = 'throughput'), 2) AS throughput_error_pct,
-               round(100 * any_value(e.spread) FILTER (statistic = 'throughput'), 2) AS throughput_spread_pct,
+               """ + ",\n               ".join([
+                   _pivot("p50", "measured replayed error spread", alias="e."),
+                   _pivot("p50_hd", "measured replayed error low high spread", alias="e."),
+                   _pivot("p90", "measured replayed error spread", alias="e."),
+                   _pivot("p90_hd", "measured replayed error low high spread", alias="e."),
+                   _pivot("request_bias", "error:request_bias_pct low:request_bias_low_pct "
+                                          "high:request_bias_high_pct", alias="e."),
+                   _pivot("request_mae", "error:request_mae_pct low:request_mae_low_pct high:request_mae_high_pct "
+                                         "spread:request_noise_floor_pct", alias="e."),
+                   _pivot("throughput", "measured:measured_throughput replayed:replayed_throughput error spread",
+                          alias="e.")]) + """,
                coalesce(bool_and(CASE WHEN statistic IN ('p50_hd', 'p90_hd')
                                       THEN abs(e.rel_error) <= 0.10 AND coalesce(e.spread < 0.05, false)
                                       WHEN statistic = 'throughput' THEN abs(e.rel_error) <= 0.05 END), false)
                    AS within_bars
-        FROM v JOIN e USING (run, dataset, algorithm, load_index)
+        FROM v JOIN serving_errors e USING (run, dataset, algorithm, load_index)
         GROUP BY v.run, v.dataset, v.algorithm, v.load_index, v.arrivals, v.rate_per_s, v.system, v.schedule, v.profile
         ORDER BY v.run, v.dataset, v.algorithm, v.load_index"""),
     # serving: every load-point run in session order, so drift shows: its latency and throughput, queueing per role,
