@@ -40,7 +40,7 @@ def setup(run: str, overrides: list[str]):
         over = [f"name={scratch.name}", f"replay.traces={config1}", "load.traces=artifact", *overrides]
         cfg = compose_config(over)
         paths = RunPaths(Path("results") / scratch.name)
-        from heterospec.replay.stage import import_stage
+        from heterospec.replay.grid.stage import import_stage
         for ts in ("with_bt", "no_bt"):
             import_stage(cfg, paths, ts)
         return cfg, paths, over, f"the artifact's Config1 traces ({config1})"

@@ -28,7 +28,7 @@ from typing import Callable
 
 import torch
 
-from heterospec.replay.noise import pair_spread  # the noise floor's formula
+from heterospec.replay.validation.noise import pair_spread  # the noise floor's formula
 
 
 def matmul_unit() -> Callable[[], None]:

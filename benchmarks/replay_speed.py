@@ -18,11 +18,11 @@ import resource
 import time
 from pathlib import Path
 
-from heterospec.replay.grid import simulate
+from heterospec.replay.grid.simulate import simulate
 
-from heterospec.replay.problem import TracedProblem, problems_from_steps
+from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
 
-from heterospec.replay.system import PREFETCH_OUTCOMES, SystemParams
+from heterospec.replay.simulator.system import PREFETCH_OUTCOMES, SystemParams
 
 GAOKAO = Path(__file__).resolve().parents[1].parent / "shared/heteroreason_ae/Hardware/inputs/Config1/with_bt/gaokao2023en"
 SCHEDULES = ["sequential", "step_ahead", "prefetch_only", "hetero"]
@@ -71,8 +71,8 @@ def main() -> None:
     a = ap.parse_args()
     recorded = None if a.prefetch_outcome == "auto" else a.prefetch_outcome == "recorded"
     if GAOKAO.is_dir():
-        from heterospec.replay.importer import import_traces
-        from heterospec.replay.steps import steps_from_events
+        from heterospec.replay.artifact.importer import import_traces
+        from heterospec.replay.artifact.event_steps import steps_from_events
         base = problems_from_steps(steps_from_events(import_traces(GAOKAO).events))
         probs = [base[i % len(base)] for i in range(a.problems)]
         src = f"Gaokao2023EN traces cycled to {a.problems} problems"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from heterospec.replay.measured import MeasuredProfile, read_fit
+from heterospec.replay.profiles.measured import MeasuredProfile, read_fit
 from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
-from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
-from heterospec.replay.collect_traces import find_rounds
+from heterospec.replay.simulator.system import Ctx, SystemParams, SpeculationParams
+from heterospec.replay.traces.reader import find_rounds
 from heterospec.text_table import format_table
 
 

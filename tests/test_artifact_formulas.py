@@ -1,7 +1,7 @@
 """The artifact's v12 and v11 replays against a reference written from REFERENCE.md's text, on random event
 sequences (every status, backtracks to any earlier step, missing totals) and under a cost profile whose terms all
 differ, so that a swapped argument, a dropped term or an off-by-one shows up in the latency. Uses only the public
-functions of :mod:`heterospec.replay.artifact`."""
+functions of :mod:`heterospec.replay.artifact.replays`."""
 from __future__ import annotations
 
 import random
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay.artifact import (DEFAULT_PROFILE, REPLAY_SCHEMA, SEMANTICS, Event, replay_table, replay_v11,
+from heterospec.replay.artifact.replays import (DEFAULT_PROFILE, REPLAY_SCHEMA, SEMANTICS, Event, replay_table, replay_v11,
                                         replay_v12)
 
 MODES = ("prefetched_complete", "partial_resume", "direct_generation")
@@ -233,7 +233,7 @@ def test_replay_table_groups_problems_and_picks_each_format_rule():
     assert [r["events"] for r in out] == [6, 14, 3] and [r["problem_idx"] for r in out] == [0, 1, 2]
     assert [r["draft_tokens"] for r in out] == [sum(e.d for e in x) for x in (a, b, c)]
     assert all(r["run"] == "r1" and r["trace_set"] == "with_bt" and r["dataset"] == "gsm8k" for r in out)
-    from heterospec.replay.profiles import get_profile
+    from heterospec.replay.profiles.registry import get_profile
     v12, v11 = get_profile("paper_v12"), get_profile("paper_v11")
     want = [replay_v12(a, 40, v12), replay_v11(b, v11), replay_v12(c, 0, v12)]
     assert [r["latency_ms"] for r in out] == [w.latency_ms for w in want]
@@ -255,8 +255,8 @@ def test_each_trace_is_replayed_under_every_listed_paper_profile_of_its_format()
     """A run's profile list: a v11 trace gets one row per listed v11 paper profile (in the listed order), a v12
     trace with no v12 profile listed gets its default, a non-paper profile gets none; each row's latency is the
     reference formula's under that profile's constants."""
-    from heterospec.replay.artifact import replay_for_profiles
-    from heterospec.replay.profiles import get_profile
+    from heterospec.replay.artifact.replays import replay_for_profiles
+    from heterospec.replay.profiles.registry import get_profile
     rng = random.Random(11)
     a, b = random_v12(rng, 5), random_v11(rng, 8)
     table = _events_table({"p/a.json": ("v12", 30, a), "p/b.json": ("v11", 0, b)})
@@ -275,7 +275,7 @@ def test_each_trace_is_replayed_under_every_listed_paper_profile_of_its_format()
 
 def test_write_replay_round_trips(tmp_path):
     import pyarrow.parquet as pq
-    from heterospec.replay.artifact import write_replay
+    from heterospec.replay.artifact.replays import write_replay
     table = replay_table(_events_table({"p/a.json": ("v12", 12, random_v12(random.Random(3), 4))}), run="r")
     out = write_replay(table, tmp_path / "replay.parquet")
     back = pq.read_table(out)

@@ -11,8 +11,8 @@ from conftest import ROOT, heterospec, run_cmd, snakemake
 from heterospec.config.snakemake import parse_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.evaluate import EVALUATION_SCHEMA
-from heterospec.replay.importer import import_traces
-from heterospec.replay.validate import VALIDATION_SCHEMA
+from heterospec.replay.artifact.importer import import_traces
+from heterospec.replay.validation.against_collect import VALIDATION_SCHEMA
 from heterospec.store import write_parquet
 from heterospec.store.catalog import build, query
 from test_replay_importer import v12_doc, write

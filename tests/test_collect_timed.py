@@ -162,9 +162,9 @@ def test_schedule_only_prices_a_sequential_run_at_its_own_calls(timed):
     score and target write, and its time per problem), counted from the trace rows: RSD's equal it; BRSD's lie below
     it by at most the draft's feeds of target steps, which the sequential schedule overlaps with the PRM's score of
     that target step (the real executor feeds them at its next write)."""
-    from heterospec.replay.collect_traces import fastest_repeats
-    from heterospec.replay.measured import read_fit
-    from heterospec.replay.validate import validate
+    from heterospec.replay.traces.reader import fastest_repeats
+    from heterospec.replay.profiles.measured import read_fit
+    from heterospec.replay.validation.against_collect import validate
     cfg, paths, ov = _copy(timed, "own_calls")
     rows = validate(cfg, paths, ov).to_pylist()
     fit = {(r["role"], r["phase"]): r["coefficients"][0] for r in read_fit(paths.replay_fit).to_pylist()}
@@ -194,7 +194,7 @@ def test_a_systematic_ten_percent_on_one_executor_is_flagged_by_the_aggregate_ch
     calls only) and so every prediction stays, the error on the mean is 1 / 1.1 - 1 = -9.1 %, P50 and P90 move by the
     same factor, the check flags exactly the step_ahead groups; the per-problem MAE, under the machine's noise, would
     not tell."""
-    from heterospec.replay.validate import AGGREGATE_BAR, aggregates, summary, validate
+    from heterospec.replay.validation.against_collect import AGGREGATE_BAR, aggregates, summary, validate
     cfg, paths, ov = _copy(timed, "planted")
 
     def check():

@@ -9,7 +9,7 @@ from scipy.stats import chisquare
 
 from heterospec.speculative.tree import DraftTree
 from heterospec.speculative.verify import greedy_walk, sample_walk
-from heterospec.replay.engines import FastEngine
+from heterospec.replay.simulator.engines import FastEngine
 from heterospec.replay.schedules.dfvg import Costs, Round, dfvg
 
 V = 5

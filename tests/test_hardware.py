@@ -116,7 +116,7 @@ def test_bad_or_missing_fields_are_one_line(tmp_path, monkeypatch):
 
 def test_kv_bytes_per_element_come_from_one_table():
     from heterospec.hls.perf import Arch, Design
-    from heterospec.replay.role_shapes import PUBLISHED
+    from heterospec.replay.profiles.role_shapes import PUBLISHED
     qwen = Arch(hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, intermediate=4864, vocab=151936)
     shape = PUBLISHED["qwen2.5-0.5b"]
     # the W8A8 draft's cache as the kernel stores it: int8 K and V, K's fp32 scale per token and head

@@ -232,7 +232,7 @@ def test_buys_prices_each_design_point_from_its_own_table():
 
 def test_hls_and_replay_read_one_published_shape():
     """The HLS model's reference shape is the replay's published shape (heterospec.shapes), not a second copy."""
-    from heterospec.replay.role_shapes import model_shape
+    from heterospec.replay.profiles.role_shapes import model_shape
     arch = Arch.published("Qwen2.5-0.5B-Instruct")
     hub = model_shape("draft", compose_config(["models=config1"]).models.draft)    # the paper's draft by its hub id
     assert (arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.intermediate, arch.vocab) == \

@@ -23,6 +23,11 @@ LAYERS = [
     {"jobs", "cli", "__main__", "gpu"},   # the workflow's job sizes; the command line; the offline GPU node's bundle and check
 ]
 
+# replay's subpackages, lowest first: within replay each imports only from its own subpackage or those before it,
+# and no module lies flat beside them (only replay's __init__ and its ``python -m`` entry, __main__).
+REPLAY_LAYERS = ["schedules", "simulator", "profiles", "artifact", "traces", "grid", "load", "validation"]
+REPLAY_FLAT = {"heterospec.replay", "heterospec.replay.__main__"}
+
 # Violations excused while another change removes them (empty: none). A "cycle within" entry excuses any cycle whose
 # modules all lie in that group; any other entry excuses exactly that line.
 _KNOWN_ELSEWHERE: set[str] = set()
@@ -111,15 +116,33 @@ def layer_of(module: str) -> tuple[str, int]:
     raise AssertionError(f"{module}: its part '{unit}' is in no layer of test_layering.LAYERS; add it to one")
 
 
+def replay_part(module: str) -> str | None:
+    """The replay subpackage ``module`` lies in (None outside replay, or for replay itself and its entry)."""
+    parts = module.split(".")
+    if parts[:2] != ["heterospec", "replay"] or module in REPLAY_FLAT:
+        return None
+    if parts[2] not in REPLAY_LAYERS:
+        raise AssertionError(f"{module}: '{parts[2]}' is no subpackage of test_layering.REPLAY_LAYERS")
+    return parts[2]
+
+
 def violations(src: Path = SRC) -> list[str]:
-    graph = imports(modules(src))
+    mods = modules(src)
+    graph = imports(mods)
     lines = [f"import cycle: {' -> '.join(c + [c[0]])}" for c in cycles(graph)]
     for m in sorted(graph):
+        if m.startswith("heterospec.replay.") and m not in REPLAY_FLAT and mods[m].parent.name == "replay":
+            lines.append(f"flat: {m} lies beside replay's subpackages; move it into one of {REPLAY_LAYERS}")
+            continue
         unit, level = layer_of(m)
+        part = replay_part(m)
         for t in sorted(graph[m]):
             tunit, tlevel = layer_of(t)
             if tlevel > level:
                 lines.append(f"layering: {m} ({unit}) imports {t} ({tunit}, a higher layer)")
+            elif part and mods[t].parent.name != "replay" and (tpart := replay_part(t)) \
+                    and REPLAY_LAYERS.index(tpart) > REPLAY_LAYERS.index(part):
+                lines.append(f"layering: {m} (replay.{part}) imports {t} (replay.{tpart}, a higher subpackage)")
     return lines
 
 
@@ -136,9 +159,21 @@ def test_the_scan_sees_function_level_cycles_and_upward_imports(tmp_path):
     (pkg / "replay" / "a.py").write_text("from heterospec.replay.b import f\n")
     (pkg / "replay" / "b.py").write_text("def f():\n    from . import a\n    return a\n")
     (pkg / "models.py").write_text("def g():\n    import heterospec.replay.a\n")
+    for part in ("simulator", "load"):
+        (pkg / "replay" / part).mkdir()
+        (pkg / "replay" / part / "__init__.py").write_text("")
+    (pkg / "replay" / "simulator" / "des.py").write_text("def h():\n    from heterospec.replay.load import x\n")
+    (pkg / "replay" / "load" / "x.py").write_text("from heterospec.replay.simulator import des\n")
     assert violations(tmp_path) == [
         "import cycle: heterospec.replay.a -> heterospec.replay.b -> heterospec.replay.a",
-        "layering: heterospec.models (models) imports heterospec.replay.a (replay, a higher layer)"]
+        "import cycle: heterospec.replay.load.x -> heterospec.replay.simulator.des -> heterospec.replay.load.x",
+        "layering: heterospec.models (models) imports heterospec.replay.a (replay, a higher layer)",
+        "flat: heterospec.replay.a lies beside replay's subpackages; move it into one of " + str(REPLAY_LAYERS),
+        "flat: heterospec.replay.b lies beside replay's subpackages; move it into one of " + str(REPLAY_LAYERS),
+        "layering: heterospec.replay.simulator.des (replay.simulator) imports heterospec.replay.load (replay.load, "
+        "a higher subpackage)",
+        "layering: heterospec.replay.simulator.des (replay.simulator) imports heterospec.replay.load.x (replay.load, "
+        "a higher subpackage)"]
     known = {"cycle within: heterospec.hls.buys heterospec.hls.stage"}
     assert excused("import cycle: heterospec.hls.buys -> heterospec.hls.stage -> heterospec.hls.buys", known)
-    assert not excused("import cycle: heterospec.hls.buys -> heterospec.replay.stage -> heterospec.hls.buys", known)
+    assert not excused("import cycle: heterospec.hls.buys -> heterospec.replay.grid.stage -> heterospec.hls.buys", known)

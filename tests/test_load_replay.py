@@ -17,21 +17,21 @@ from heterospec.arrivals import poisson_times
 from heterospec.config import compose_config
 from heterospec.config.hardware import system as hw_system
 from heterospec.errors import UserError
-from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
-from heterospec.replay.des import simulate_problem
-from heterospec.replay.importer import import_traces
-from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
+from heterospec.replay.simulator.des import simulate_problem
+from heterospec.replay.artifact.importer import import_traces
+from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.load import replay_closed, replay_requests, serial_plan
 from heterospec.replay.load.batching import Bounds, get_policy
 from heterospec.replay.load.devices import DevicePlan, LoadSettings, PricingInputs, lanes_fit, plan_devices
 from heterospec.replay.load.prices import (BatchCurve, fit_batch_prices, measured_curve, published_curve,
                                            roofline_curve)
-from heterospec.replay.problem import TracedProblem, problems_from_steps
-from heterospec.replay.profiles import get_profile
-from heterospec.replay.roofline import Roofline
+from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
+from heterospec.replay.profiles.registry import get_profile
+from heterospec.replay.profiles.roofline import Roofline
 from heterospec.replay.schedules import schedule_names
-from heterospec.replay.steps import steps_from_events
-from heterospec.replay.system import Ctx, SpeculationParams, SystemParams
+from heterospec.replay.artifact.event_steps import steps_from_events
+from heterospec.replay.simulator.system import Ctx, SpeculationParams, SystemParams
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIG1 = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1"
@@ -269,7 +269,7 @@ def test_measured_prices_batch_on_the_cpu_trio():
     """The serving executor's case: system cpu3 (the target yields to the PRM's core), the measured profile, batch
     prices measured as a pass costing 4 ms + 1 ms per sequence: a saturated target batches and serves more than
     batch 1 would; requests named by problem id."""
-    from heterospec.replay.measured import MeasuredProfile
+    from heterospec.replay.profiles.measured import MeasuredProfile
     profile = MeasuredProfile({("draft", "decode"): [0.5, 0.2, 0.0], ("prm", "score"): [1.0, 0.01, 0.0],
                                ("target", "decode"): [2.0, 5.0, 0.0]})
     rows = [dict(run="", device="cpu", device_name="test", role=role, phase=phase, batch=b, context=c, tokens=n,

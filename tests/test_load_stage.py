@@ -12,7 +12,7 @@ from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.load.stage import point_stage, run_stage
-from heterospec.replay.stage import import_stage
+from heterospec.replay.grid.stage import import_stage
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIG1 = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1"

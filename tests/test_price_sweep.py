@@ -1,4 +1,4 @@
-"""The batched-price sweep (heterospec.replay.price_sweep): every pass of a point runs at the same context, the grid is
+"""The batched-price sweep (heterospec.replay.profiles.price_sweep): every pass of a point runs at the same context, the grid is
 complete and in BATCH_PRICES_SCHEMA (DuckDB reads it), bad input is one line."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from heterospec.errors import UserError
-from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
-from heterospec.replay.price_sweep import parse_ints, sweep, time_pass
+from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
+from heterospec.replay.profiles.price_sweep import parse_ints, sweep, time_pass
 from heterospec.store import read_parquet, write_parquet
 
 
@@ -76,4 +76,4 @@ def _sweep_cli(*args):
     import sys
 
     from conftest import run_cmd
-    return run_cmd([sys.executable, "-m", "heterospec.replay.price_sweep", *args], timeout=300)
+    return run_cmd([sys.executable, "-m", "heterospec.replay.profiles.price_sweep", *args], timeout=300)

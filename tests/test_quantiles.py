@@ -1,4 +1,4 @@
-"""The validations' quantile estimators (heterospec.replay.quantiles) against hand-worked cases and a brute-force
+"""The validations' quantile estimators (heterospec.replay.validation.quantiles) against hand-worked cases and a brute-force
 oracle."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from heterospec.replay.quantiles import harrell_davis, harrell_davis_weights, sample_quantile
+from heterospec.replay.validation.quantiles import harrell_davis, harrell_davis_weights, sample_quantile
 
 
 def test_harrell_davis_weights_by_hand():

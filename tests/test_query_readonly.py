@@ -19,16 +19,16 @@ from heterospec.models.quality_report import QUALITY_SCHEMA as MODEL_QUALITY_SCH
 from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA as QUANTIZE_QUALITY_SCHEMA
 from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
 from heterospec.reasoning.serving_schemas import TABLES as SERVING_TABLES
-from heterospec.replay.artifact import REPLAY_SCHEMA as ARTIFACT_SCHEMA
+from heterospec.replay.artifact.replays import REPLAY_SCHEMA as ARTIFACT_SCHEMA
 from heterospec.replay.load.load_metrics import LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA
-from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
-from heterospec.replay.measured import FIT_SCHEMA
-from heterospec.replay.serving_validate import OUTPUTS_SCHEMA as SERVING_OUTPUTS_SCHEMA
-from heterospec.replay.serving_validate import VALIDATION_SCHEMA as SERVING_VALIDATION_SCHEMA
-from heterospec.replay.serving_validate import ERRORS_SCHEMA as SERVING_ERRORS_SCHEMA
-from heterospec.replay.serving_validate import REPLAYED_SCHEMA as SERVING_REPLAYED_SCHEMA
-from heterospec.replay.metrics import RESULTS_SCHEMA
-from heterospec.replay.validate import AGGREGATE_SCHEMA, VALIDATION_SCHEMA
+from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
+from heterospec.replay.profiles.measured import FIT_SCHEMA
+from heterospec.replay.validation.against_serving import OUTPUTS_SCHEMA as SERVING_OUTPUTS_SCHEMA
+from heterospec.replay.validation.against_serving import VALIDATION_SCHEMA as SERVING_VALIDATION_SCHEMA
+from heterospec.replay.validation.against_serving import ERRORS_SCHEMA as SERVING_ERRORS_SCHEMA
+from heterospec.replay.validation.against_serving import REPLAYED_SCHEMA as SERVING_REPLAYED_SCHEMA
+from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+from heterospec.replay.validation.against_collect import AGGREGATE_SCHEMA, VALIDATION_SCHEMA
 from heterospec.report.sources import PAPER_TABLE3_SCHEMA
 from heterospec.report.sweep import POINTS_SCHEMA
 from heterospec.report.tau_sweep import TAU_SWEEP_SCHEMA

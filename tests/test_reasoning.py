@@ -17,8 +17,8 @@ from heterospec.paths import ROLES
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
 from heterospec.reasoning.collect_schemas import TABLES
-from heterospec.replay.steps import steps_from_calls
-from heterospec.replay.collect_traces import find_traces
+from heterospec.replay.simulator.steps import steps_from_calls
+from heterospec.replay.traces.reader import find_traces
 from heterospec.store import read_parquet
 from heterospec.tasks import load_problems
 
@@ -292,7 +292,7 @@ def test_quantized_draft_runs_as_the_draft(trio, trained_models, ci_quantized):
 def test_collect_repeats(trio, monkeypatch, capsys):
     """collect.repeats=2: the tables keep one trace per problem, the repeats table both runs' timings; raising the
     repeats keeps the journaled first runs; the validation compares each problem's fastest run."""
-    from heterospec.replay.validate import validate
+    from heterospec.replay.validation.against_collect import validate
     cfg, paths, _ = trio
     monkeypatch.chdir(paths.root.parent.parent)
     thr = cfg.algorithm.threshold

@@ -13,14 +13,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.config import compose_config
 from heterospec.config.hardware import System
-from heterospec.replay.artifact import DEFAULT_PROFILE, replay_table
-from heterospec.replay.des import simulate_problem
-from heterospec.replay.grid import simulate
-from heterospec.replay.problem import TracedProblem, problems_from_steps
-from heterospec.replay.system import Ctx, SystemParams
-from heterospec.replay.importer import import_traces
-from heterospec.replay.profiles import get_profile
-from heterospec.replay.steps import steps_from_events
+from heterospec.replay.artifact.replays import DEFAULT_PROFILE, replay_table
+from heterospec.replay.simulator.des import simulate_problem
+from heterospec.replay.grid.simulate import simulate
+from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
+from heterospec.replay.simulator.system import Ctx, SystemParams
+from heterospec.replay.artifact.importer import import_traces
+from heterospec.replay.profiles.registry import get_profile
+from heterospec.replay.artifact.event_steps import steps_from_events
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared/heteroreason_ae/Hardware/inputs/Config1"
 TOLERANCE = 0.005   # the issue's bar; the residual is the link's 1 µs per hop, ~1e-6 of a problem
@@ -208,7 +208,7 @@ def test_a_deeper_look_ahead_is_a_named_option(u280):
 def test_config2_constants_pair_with_the_formula_under_the_same_constants(u280):
     """A run listing paper_v11_config2 gets the formula with Config2's constants (not Config1's), and the DES under
     that profile matches it problem by problem."""
-    from heterospec.replay.artifact import replay_for_profiles
+    from heterospec.replay.artifact.replays import replay_for_profiles
     ev = [dict(event_idx=i, logical_step=i, status=st_, final_model="x", draft_tokens_spent=40,
                target_tokens_spent=t, target_mode=m, target_cached_tokens=0, target_continuation_tokens=0,
                target_critical_gen_tokens=c, latency=0)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay.artifact import REPLAY_SCHEMA, replay_table
-from heterospec.replay.importer import import_traces
+from heterospec.replay.artifact.replays import REPLAY_SCHEMA, replay_table
+from heterospec.replay.artifact.importer import import_traces
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 AE = SHARED / "heteroreason_ae" / "Hardware"

@@ -10,16 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.errors import UserError
-from heterospec.replay.grid import simulate
-from heterospec.replay.metrics import RESULTS_SCHEMA
-from heterospec.replay.problem import TracedProblem, problems_from_steps
-from heterospec.replay.des import simulate_problem
-from heterospec.replay.engines import FastEngine, run_fast
-from heterospec.replay.system import Ctx, SystemParams
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.profiles import get_profile
+from heterospec.replay.grid.simulate import simulate
+from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
+from heterospec.replay.simulator.des import simulate_problem
+from heterospec.replay.simulator.engines import FastEngine, run_fast
+from heterospec.replay.simulator.system import Ctx, SystemParams
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.profiles.registry import get_profile
 from heterospec.replay.schedules import get_schedule, schedule_names
-from heterospec.replay.steps import CALLS_SCHEMA, STEPS_SCHEMA, steps_from_calls, steps_from_events
+from heterospec.replay.simulator.steps import CALLS_SCHEMA, STEPS_SCHEMA, steps_from_calls
+from heterospec.replay.artifact.event_steps import steps_from_events
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 GAOKAO = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1" / "with_bt" / "gaokao2023en"
@@ -267,7 +268,7 @@ def test_steps_from_calls():
 
 @pytest.mark.skipif(not GAOKAO.is_dir(), reason=f"{GAOKAO} absent (shared artifact traces)")
 def test_artifact_steps_and_grid_sanity():
-    from heterospec.replay.importer import import_traces
+    from heterospec.replay.artifact.importer import import_traces
     steps = steps_from_events(import_traces(GAOKAO).events)
     assert steps.num_rows == 4692
     probs = problems_from_steps(steps)

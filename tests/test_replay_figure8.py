@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay import figure8
+from heterospec.replay.artifact import figure8
 
 ARTIFACT = Path(__file__).resolve().parents[1].parent / "shared/heteroreason_ae"
 pytestmark = pytest.mark.skipif(not (ARTIFACT / "figure8").is_dir(), reason=f"{ARTIFACT} absent (shared artifact)")

@@ -10,11 +10,11 @@ from hypothesis import given, settings, strategies as st
 from heterospec.config import compose_config
 from heterospec.config.hardware import System
 from heterospec.errors import UserError
-from heterospec.replay.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
-from heterospec.replay.profiles import get_profile
-from heterospec.replay.roofline import Roofline
-from heterospec.replay.role_shapes import PUBLISHED
-from heterospec.replay.steps import CALLS_SCHEMA
+from heterospec.replay.profiles.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
+from heterospec.replay.profiles.registry import get_profile
+from heterospec.replay.profiles.roofline import Roofline
+from heterospec.replay.profiles.role_shapes import PUBLISHED
+from heterospec.replay.simulator.steps import CALLS_SCHEMA
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay.importer import (EVENTS_SCHEMA, TARGET_EVENTS_SCHEMA, detect_format, import_traces,
+from heterospec.replay.artifact.importer import (EVENTS_SCHEMA, TARGET_EVENTS_SCHEMA, detect_format, import_traces,
                                         read_events, read_target_events)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from heterospec.errors import UserError
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.profiles import get_profile, profile_names
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.profiles.registry import get_profile, profile_names
 
 
 def test_component_checks():

@@ -94,15 +94,15 @@ def test_validate_on_synthetic_collect_traces(tmp_path):
     latencies from the same profile: the fitted simulator must land within the issue's 10 % on both."""
     from test_replay_hw_profiles import TRUE, synthetic_calls
     from heterospec.config import compose_config
-    from heterospec.replay.grid import simulate
-    from heterospec.replay.measured import MeasuredProfile
-    from heterospec.replay.steps import steps_from_calls
+    from heterospec.replay.grid.simulate import simulate
+    from heterospec.replay.profiles.measured import MeasuredProfile
+    from heterospec.replay.simulator.steps import steps_from_calls
     calls = synthetic_calls(40)
     seq = tmp_path / "results" / "ci" / "collect" / "synthetic" / "brsd" / "sequential" / "calls.parquet"
     seq.parent.mkdir(parents=True)
     pq.write_table(calls, seq)
     # the step_ahead executor's measured latency: what the true profile gives under that schedule, +-3 %
-    from heterospec.replay.problem import problems_from_steps
+    from heterospec.replay.simulator.problem import problems_from_steps
     probs = problems_from_steps(steps_from_calls(calls))
     from heterospec.config.hardware import System
     cpu3 = System.of(compose_config(["experiment=ci"]).system)

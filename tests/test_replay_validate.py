@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.errors import UserError
-from heterospec.replay.des import simulate_problem
-from heterospec.replay.engines import FastEngine, SimpyEngine
-from heterospec.replay.problem import TracedProblem
-from heterospec.replay.system import Ctx, SystemParams
-from heterospec.replay.measured import MeasuredProfile, features, fit_calls, fit_overheads, lad
-from heterospec.replay.profiles import get_profile
-from heterospec.replay.steps import CALLS_SCHEMA, steps_from_calls
+from heterospec.replay.simulator.des import simulate_problem
+from heterospec.replay.simulator.engines import FastEngine, SimpyEngine
+from heterospec.replay.simulator.problem import TracedProblem
+from heterospec.replay.simulator.system import Ctx, SystemParams
+from heterospec.replay.profiles.measured import MeasuredProfile, features, fit_calls, fit_overheads, lad
+from heterospec.replay.profiles.registry import get_profile
+from heterospec.replay.simulator.steps import CALLS_SCHEMA, steps_from_calls
 
 
 def cpu3(yields=None):
@@ -235,7 +235,7 @@ def test_fit_calls_is_robust_and_positive():
 def test_mae_interval_is_the_bootstrap_spread_of_the_mean():
     import math
     import random
-    from heterospec.replay.noise import mae_interval
+    from heterospec.replay.validation.noise import mae_interval
     rng = random.Random(5)
     errs = [rng.uniform(-0.2, 0.2) for _ in range(400)]
     mae = sum(abs(e) for e in errs) / len(errs)
@@ -258,8 +258,8 @@ def _rep(problem, repeat, calls, latency_ms):
 
 
 def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
-    from heterospec.replay.collect_traces import fastest_calls, min_latency
-    from heterospec.replay.fit_traces import fit_table
+    from heterospec.replay.traces.reader import fastest_calls, min_latency
+    from heterospec.replay.traces.fit import fit_table
     D, T = ("draft", "decode", 1, 4, 10), ("target", "decode", 0, 3, 14)
     P10, P14 = ("prm", "score", 4, 0, 10), ("prm", "score", 4, 0, 14)
     rows = (_rep("a", 0, [(*D, 0, 6), (*P10, 7, 9), (*T, 9, 9.8)], 10)
@@ -289,8 +289,8 @@ def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_b
     """repeat_spread worked by hand; replay_validation_summary's mean_bias_pct (signed), noise_floor_pct,
     schedule_only_mae_pct and the aggregate errors beside them; replay_schedule_only per executor."""
     import duckdb
-    from heterospec.replay.validate import AGGREGATE_SCHEMA, VALIDATION_SCHEMA, aggregates
-    from heterospec.replay.noise import repeat_spread
+    from heterospec.replay.validation.against_collect import AGGREGATE_SCHEMA, VALIDATION_SCHEMA, aggregates
+    from heterospec.replay.validation.noise import repeat_spread
     from heterospec.store import write_parquet
     from heterospec.store.catalog import build
     rows = (_rep("a", 0, [], 10) + _rep("a", 1, [], 12)
@@ -337,7 +337,7 @@ def test_tau_from_the_trace_gives_the_recorded_number_of_rounds():
     """Worked by hand: writes of 3 + 3 + 1 = 7 and 4 + 2 = 6 tokens in 5 recorded rounds. ceil(7 / tau) +
     ceil(6 / tau) <= 5 first holds at tau = 3 (3 + 2); below it, 3 + 3. Neither the mean of accepted + 1 (4) nor
     tokens per round (13 / 5 = 2.6) gives the recorded rounds."""
-    from heterospec.replay.fit_traces import trace_speculation
+    from heterospec.replay.traces.fit import trace_speculation
     rows = [_round("a", 1, 3, accepted=3), _round("a", 1, 3, accepted=3), _round("a", 1, 1, accepted=3),
             _round("b", 2, 4, accepted=3), _round("b", 2, 2, accepted=3)]
     spec = trace_speculation(rows, "brsd_sd")
@@ -351,8 +351,8 @@ def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_f
     round beyond them, which the verify pass carries. A speculative set's target decodes (here 100 ms each) do not
     reach the plain target decode fit."""
     from heterospec.replay.schedules.mechanisms.token_speculation import rounds_ms
-    from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
-    from heterospec.replay.fit_traces import fit_table
+    from heterospec.replay.simulator.system import Ctx, SystemParams, SpeculationParams
+    from heterospec.replay.traces.fit import fit_table
     rounds = [_round("a", k, 1, drafted=d, nodes=d, kv=kv, draft_ms=0.5 + 0.2 * d, verify_ms=1 + 0.1 * (d + 1))
               for k, (d, kv) in enumerate((d, kv) for d in (2, 3, 4, 5) for kv in (10, 30, 60))]
     call_ms = sum(r["draft_ms"] + r["verify_ms"] for r in rounds) + 0.3 * len(rounds)
@@ -383,7 +383,7 @@ def test_a_validation_file_of_the_older_schema_is_one_line_naming_it(tmp_path):
     """A results tree validated before replay_validation/v3 (no repeat_spread, no schedule_only_ms): the catalogue
     says which files to rebuild instead of failing in DuckDB's binder."""
     import pyarrow.parquet as pq
-    from heterospec.replay.validate import VALIDATION_SCHEMA
+    from heterospec.replay.validation.against_collect import VALIDATION_SCHEMA
     from heterospec.store.catalog import build
     v1 = pa.schema([f for f in VALIDATION_SCHEMA if f.name not in ("repeat_spread", "schedule_only_ms")],
                    metadata={b"heterospec.schema": b"replay_validation/v1"})
@@ -402,7 +402,7 @@ def test_validation_covers_speculating_variants_but_not_other_drafts():
     """brsd_sd (the run's draft, target writes in rounds) is validated; brsd_u280 (the kernel drafts) and a
     speculating variant without recorded rounds are not."""
     from heterospec.config import compose_config
-    from heterospec.replay.collect_traces import plain_traces
+    from heterospec.replay.traces.reader import plain_traces
     cfg = compose_config(["experiment=ci"])
     keys = [("rsd", "sequential"), ("brsd_sd", "sequential"), ("brsd_u280", "sequential")]
     calls, latency = {k: k for k in keys}, {(*k, "d", "p"): 1.0 for k in keys}
@@ -416,7 +416,7 @@ def test_draft_pace_is_each_jobs_draft_time_per_token_over_its_executors_jobs():
     """Worked by hand: sequential jobs at 1 and 2 ms per draft token (pooled median 1.5), step_ahead jobs at 3 and 3
     (pooled 3): the paces are per executor (drift between jobs measured the same way), the executors' ratio is the
     overlapped run's contention (3 / 1.5); the target's calls and the draft's prefills do not count."""
-    from heterospec.replay.noise import draft_contention, draft_pace
+    from heterospec.replay.validation.noise import draft_contention, draft_pace
 
     def job(ms_per_token, n=4):
         rows = [dict(role="draft", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=ms_per_token * n)] * 3
@@ -435,7 +435,7 @@ def test_quantile_and_aggregate_errors_worked_by_hand():
     """P50 / P90 as numpy interpolates them; the error of an aggregate is that of the predicted distribution's
     statistic against the measured one's (not a mean of per-problem errors); the bootstrap resamples pairs."""
     import random
-    from heterospec.replay.noise import aggregate_error, aggregate_interval, quantile
+    from heterospec.replay.validation.noise import aggregate_error, aggregate_interval, quantile
     rng = random.Random(3)
     v = [rng.lognormvariate(0, 1) for _ in range(37)]
     for q in (0.0, 0.5, 0.9, 1.0):
@@ -467,8 +467,8 @@ def test_schedule_only_replays_a_sequential_run_at_its_own_call_times():
     """Every call of an accept, a BRSD backtrack (failed rescue, rewrite at the anchor) and an unscored RSD rescue
     priced at its own time: the sequential replay is their sum (1 + ... + 12 ms) plus the model's controller time
     (0.5 ms before each of 5 PRM calls, 2 ms per problem); none priced by the fallback."""
-    from heterospec.replay.problem import problems_from_steps
-    from heterospec.replay.trace_times import TraceTimes
+    from heterospec.replay.simulator.problem import problems_from_steps
+    from heterospec.replay.traces.call_times import TraceTimes
     rows = [_call(0, -1, "draft", "prefill", 20, 0, 0, 1.0),
             _call(1, 0, "draft", "decode", 0, 12, 20, 2.0), _call(2, 0, "prm", "score", 32, 0, 0, 3.0),
             _call(3, 1, "draft", "decode", 0, 9, 32, 4.0, "backtrack"), _call(4, 1, "prm", "score", 9, 0, 32, 5.0),
@@ -491,8 +491,8 @@ def test_sequential_draft_takes_a_scored_rescue_in_after_its_verdict():
     sequential nothing overlaps, as in our executor, so the replay at the calls' own times is their sum, 32 ms; the
     draft's ingest running beside the PRM's score of the step (3 ms) would give 30. Under step_ahead the draft writes
     the next step while that score runs, so there it does overlap."""
-    from heterospec.replay.problem import problems_from_steps
-    from heterospec.replay.trace_times import TraceTimes
+    from heterospec.replay.simulator.problem import problems_from_steps
+    from heterospec.replay.traces.call_times import TraceTimes
     rows = [_call(0, -1, "draft", "prefill", 10, 0, 0, 1.0),
             _call(1, 0, "draft", "decode", 0, 5, 10, 4.0), _call(2, 0, "prm", "score", 15, 0, 0, 3.0),
             _call(3, 1, "draft", "decode", 0, 6, 15, 5.0, "rescue"), _call(4, 1, "prm", "score", 6, 0, 15, 2.0),
@@ -517,8 +517,8 @@ def test_schedule_only_step_ahead_overlaps_the_next_draft_with_the_verdict():
     """Two accepted steps under step_ahead: the second is drafted while the PRM scores the first, so the problem
     takes 1 (prompt) + 4 + max(3, 0.5 + 6) + 2 ms; the target's prefetches of accepted steps, which the sequential
     run never did, are the only calls the fallback prices, and they change nothing (cancelled by the verdicts)."""
-    from heterospec.replay.problem import problems_from_steps
-    from heterospec.replay.trace_times import TraceTimes
+    from heterospec.replay.simulator.problem import problems_from_steps
+    from heterospec.replay.traces.call_times import TraceTimes
     rows = [_call(0, -1, "draft", "prefill", 10, 0, 0, 1.0),
             _call(1, 0, "draft", "decode", 0, 5, 10, 4.0), _call(2, 0, "prm", "score", 15, 0, 0, 3.0),
             _call(3, 1, "draft", "prefill", 1, 0, 14, 0.5), _call(4, 1, "draft", "decode", 0, 5, 15, 6.0),
@@ -538,7 +538,7 @@ def test_schedule_only_of_an_overlapped_run_prices_its_own_calls():
     cancelled (not the step's work); step 1 is rescued by a prefetch hit of 3 tokens whose decode the PRM's score
     overlapped for 2 ms of its 8 (its work: 6 ms, the yield model adds the overlap back); a backtrack's rewrite
     resumes step 0's stopped prefetch (prefill where that decode ended): one write of 2 + 3 tokens."""
-    from heterospec.replay.trace_times import _target_writes, overlapped_rows
+    from heterospec.replay.traces.call_times import _target_writes, overlapped_rows
 
     def c(step, role, phase, tin, tout, kv, s, e, how):
         return dict(step_idx=step, call_idx=0, role=role, phase=phase, tokens_in=tin, tokens_out=tout, kv_len=kv,

@@ -4,12 +4,12 @@ measured fit, the replay with the ``*_sd`` schedules."""
 from __future__ import annotations
 
 from heterospec.collect import merge, run_shard
-from heterospec.replay import grid
-from heterospec.replay.grid import simulate
+from heterospec.replay.grid import simulate as grid_simulate
+from heterospec.replay.grid.simulate import simulate
 from heterospec.config import compose_config
 from heterospec.reasoning.collect_schemas import TABLES
-from heterospec.replay.measured import read_fit
-from heterospec.replay.trace_times import TraceTimes
+from heterospec.replay.profiles.measured import read_fit
+from heterospec.replay.traces.call_times import TraceTimes
 from heterospec.store import read_parquet
 
 # a threshold no ci step reaches: every step is rewritten by the target, so BRSD's target writes speculate often
@@ -18,7 +18,7 @@ BASE = ["experiment=ci", "collect.limit=3", "algorithm.threshold=0.99", "algorit
 
 def test_validate_prices_speculative_writes_as_rounds_and_fits_plain_calls_without_them(trained_models,
                                                                                         monkeypatch, capsys):
-    from heterospec.replay.validate import validate
+    from heterospec.replay.validation.against_collect import validate
     cfg, paths = trained_models.run(BASE)
     monkeypatch.chdir(paths.root.parent.parent)
     for alg in ("rsd", "brsd_sd"):
@@ -37,7 +37,7 @@ def test_validate_prices_speculative_writes_as_rounds_and_fits_plain_calls_witho
         else:
             replayed.append(({p.trace_set for p in probs}, [s.name for s in schedules], speculation))
         return simulate(probs, systems, schedules, profile, *args, speculation=speculation, **kw)
-    monkeypatch.setattr(grid, "simulate", spy)
+    monkeypatch.setattr(grid_simulate, "simulate", spy)
     rows = validate(compose_config(BASE), paths, BASE).to_pylist()
     # brsd_sd's problems replayed with the token_speculation schedule at its own rounds' tau; RSD's plainly
     assert [(ts, names, spec is not None) for ts, names, spec in replayed] == \

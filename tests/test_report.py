@@ -99,7 +99,7 @@ def test_paper_table3_without_the_artifact_is_empty_and_a_bad_file_is_one_line(t
 
 
 def test_replay_results_view_holds_the_artifacts_and_our_replays(tmp_path):
-    from heterospec.replay.metrics import RESULTS_SCHEMA
+    from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
     from heterospec.store.catalog import build, query
     from heterospec.store.parquet import write_parquet
     row = {f.name: (0 if pa_int(f) else 0.0 if pa_float(f) else "x") for f in RESULTS_SCHEMA}

@@ -15,11 +15,11 @@ import heterospec.replay.schedules.mechanisms as mechanisms
 from heterospec.config import CONF_DIR, compose_config
 from heterospec.config.hardware import System
 from heterospec.errors import UserError
-from heterospec.replay.des import simulate_problem
-from heterospec.replay.problem import TracedProblem
-from heterospec.replay.profiles import get_profile
+from heterospec.replay.simulator.des import simulate_problem
+from heterospec.replay.simulator.problem import TracedProblem
+from heterospec.replay.profiles.registry import get_profile
 from heterospec.replay.schedules import Schedule, get_schedule, schedule_names
-from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
+from heterospec.replay.simulator.system import Ctx, SystemParams, SpeculationParams
 
 SYNC_PENALTY = '''"""A test mechanism: the draft's ingest of a target step takes ``sync_penalty_ms`` longer."""
 from heterospec.replay.schedules.mechanisms import mechanism

@@ -27,7 +27,7 @@ from heterospec.errors import UserError
 from heterospec.models.batching import feed_batch
 from heterospec.models.prefix_cache import PrefixCache
 from heterospec.reasoning.serving_schemas import TABLES
-from heterospec.replay.serving_validate import (OUTPUTS_SCHEMA, VALIDATION_SCHEMA, host_ms, load_summary, outputs,
+from heterospec.replay.validation.against_serving import (OUTPUTS_SCHEMA, VALIDATION_SCHEMA, host_ms, load_summary, outputs,
                                                reference_tables, validate)
 from heterospec.serve import check_kv_room, run_stage
 from heterospec.store import read_parquet
@@ -214,7 +214,7 @@ def test_load_errors_by_hand():
     """Two repeats of four requests: the replay 10 % slow on every request of repeat 0, 10 % fast on repeat 1's
     (which ran 1.1 / 0.9 x slower): the per-request bias (0.1 / 1.1 ... averaged) and MAE, the noise floor of a
     request's two repeats, each statistic's spread; a systematic +20 % is +20 % in every resample."""
-    from heterospec.replay.serving_validate import load_errors
+    from heterospec.replay.validation.against_serving import load_errors
     base = [1.0, 2.0, 3.0, 4.0]
     measured = [[b / 1.1 for b in base], [b / 0.9 for b in base]]
     summaries = [dict(load_index=0, load=1.0, measured_throughput=t, replayed_throughput=1.0) for t in (1.0, 1.2)]
@@ -240,7 +240,7 @@ def test_load_errors_interval_covers_the_error_of_a_noisy_replay():
     """A replay right on average and noisy per request (±30 %): the bias's interval holds 0 and is narrower with
     more requests; the per-request pairs are what is resampled (a shuffled pairing would not change the bias)."""
     import random
-    from heterospec.replay.serving_validate import load_errors
+    from heterospec.replay.validation.against_serving import load_errors
     rng = random.Random(5)
     widths = []
     for n in (50, 400):
@@ -349,7 +349,7 @@ def test_serving_load_view_judges_the_harrell_davis_quantiles_and_the_spread(tmp
     of those quantiles below 5 %; the sample quantiles are reported beside and do not decide. Load 0 passes; load 1
     misses only by its P90's spread (6 %); load 2 only by a sample P50 error of 30 %, which does not count."""
     import duckdb
-    from heterospec.replay.serving_validate import ERRORS_SCHEMA, VALIDATION_SCHEMA
+    from heterospec.replay.validation.against_serving import ERRORS_SCHEMA, VALIDATION_SCHEMA
     from heterospec.store import write_parquet
     from heterospec.store.catalog import build
     keys = dict(run="r", dataset="d", algorithm="brsd")

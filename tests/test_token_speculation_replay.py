@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from heterospec.errors import UserError
-from heterospec.replay.des import simulate_problem
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.problem import TracedProblem
-from heterospec.replay.profiles import get_profile
-from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
+from heterospec.replay.simulator.des import simulate_problem
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.simulator.problem import TracedProblem
+from heterospec.replay.profiles.registry import get_profile
+from heterospec.replay.simulator.system import Ctx, SystemParams, SpeculationParams
 from test_replay_des import problems, system
 
 SPEC = SpeculationParams(tau=2.5, draft_len=4)

@@ -67,7 +67,7 @@ def params_from_name(path: str) -> int | None:
 def model_params(role: str, role_cfg: Any) -> int:
     """Parameters of one role's model: its shape (trained here, a local config.json, a published shape) or, for
     other hub ids, the size in its name."""
-    from heterospec.replay.role_shapes import model_shape
+    from heterospec.replay.profiles.role_shapes import model_shape
 
     try:
         return model_shape(role, role_cfg).params

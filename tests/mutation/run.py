@@ -27,7 +27,7 @@ MODULES = {  # name -> path under src/heterospec
     "controller": "reasoning/controller.py",
     "kvcache": "reasoning/kvcache.py",
     "intmath": "quantize/intmath.py",
-    "artifact replays": "replay/artifact.py",
+    "artifact replays": "replay/artifact/replays.py",
     "DFVG verifier": "speculative/verify.py",
     "grader": "grading.py",
 }

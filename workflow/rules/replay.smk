@@ -116,5 +116,5 @@ rule replay_batch_prices:
     params:
         hydra=HYDRA,
     shell:
-        "python -m heterospec.replay.price_sweep --device cpu --batches 1,2,4 --contexts 32,96 --repeats 3"
+        "python -m heterospec.replay.profiles.price_sweep --device cpu --batches 1,2,4 --contexts 32,96 --repeats 3"
         " --out {output} {params.hydra} 2>&1 | tee {log}"

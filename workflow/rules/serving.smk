@@ -54,4 +54,4 @@ rule serving_validate:
         spec=spec("serving_validate"),
         hydra=HYDRA,
     shell:
-        "python -m heterospec.replay.serving_validate {params.hydra} 2>&1 | tee {log}"
+        "python -m heterospec.replay.validation.against_serving {params.hydra} 2>&1 | tee {log}"

@@ -17,9 +17,9 @@ from heterospec.config import compose_config
 from heterospec.config.hardware import System, device, link_of
 from heterospec.dfvg.schemas import REPLAY_SCHEMA
 from heterospec.errors import UserError
-from heterospec.replay.engines import FastEngine
-from heterospec.replay.system import SystemParams
-from heterospec.replay.profiles import get_profile
+from heterospec.replay.simulator.engines import FastEngine
+from heterospec.replay.simulator.system import SystemParams
+from heterospec.replay.profiles.registry import get_profile
 from heterospec.replay.schedules.dfvg import DESIGNS, Costs, Round, dfvg
 
 

@@ -9,7 +9,7 @@ from heterospec.errors import UserError
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
-    from heterospec.replay.price_sweep import parse_ints
+    from heterospec.replay.profiles.price_sweep import parse_ints
     return parse_ints(text, flag)
 
 

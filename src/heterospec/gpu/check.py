@@ -3,7 +3,7 @@
 On ``--device`` (cuda:0 on a GPU node; cpu here) with every role on it (a gpu3-like system on one device), the
 ``ci`` run's trio (from ``--models``, a ``_models`` folder) runs, in this order (the most wanted numbers first):
 
-1. the batched-price sweep (:mod:`heterospec.replay.price_sweep`): draft, PRM and target at batch 1..64;
+1. the batched-price sweep (:mod:`heterospec.replay.profiles.price_sweep`): draft, PRM and target at batch 1..64;
 2. the collects of RSD / BRSD (and the speculating target) with every executor;
 3. the evaluate stage's draft-only, target-only and target_sd;
 4. the DFVG bench.
@@ -61,7 +61,7 @@ def check_torch_device(device: str) -> str:
     """The device's name in words, or one line saying why this machine has no such device."""
     import torch
 
-    from heterospec.replay.price_sweep import device_name
+    from heterospec.replay.profiles.price_sweep import device_name
     if device == "cpu":
         return device_name(device)
     if not device.startswith("cuda:") or not device[5:].isdigit():
@@ -148,8 +148,8 @@ def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | No
 
     from heterospec.config import compose_config
     from heterospec.gpu.summary import summarise
-    from heterospec.replay.price_sweep import GPU_BATCHES, GPU_CONTEXTS, sweep
-    from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
+    from heterospec.replay.profiles.price_sweep import GPU_BATCHES, GPU_CONTEXTS, sweep
+    from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
 
     name = check_torch_device(device)
     if device == "cpu":        # as the workflow's rule prices the CPU: one thread, the roles' own cores kept free

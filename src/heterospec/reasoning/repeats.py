@@ -3,7 +3,7 @@
 Greedy decoding takes the same steps every time, so the calls, steps, problems and kvmu tables keep the first
 repeat; with more than one, the ``repeats`` table (``collect_repeats/v1``) keeps every repeat's timings: each model
 call, and the whole problem as one row of role ``controller``, phase ``problem`` (0 to its latency). The replay's
-validation counts each problem with its fastest repeat (:mod:`heterospec.replay.validate`): on a loaded machine,
+validation counts each problem with its fastest repeat (:mod:`heterospec.replay.validation.against_collect`): on a loaded machine,
 the run least preempted.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ A serving run serves ``serving.requests`` requests at each load point, ``serving
 * ``serving_steps/v1`` — the controller's steps (the ``collect_steps/v1`` columns) per request.
 * ``serving_passes/v1`` — one row per forward pass of a worker: which requests it carried, what each held and was
   fed, its time (from the run's start).
-* ``batch_prices/v1`` — the passes as measured batched prices (:mod:`heterospec.replay.batch_prices`' schema).
+* ``batch_prices/v1`` — the passes as measured batched prices (:mod:`heterospec.replay.profiles.batch_prices`' schema).
 """
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """``python -m heterospec.replay import|run|validate|load|load-point [flags] [Hydra overrides]`` (see
-heterospec.replay.stage and heterospec.replay.load.stage)."""
+heterospec.replay.grid.stage and heterospec.replay.load.stage)."""
 from __future__ import annotations
 
 from heterospec import stage
 
 
 def main(argv: list[str]) -> None:
-    from heterospec.replay.stage import import_stage, run_stage
-    from heterospec.replay.validate import validate
+    from heterospec.replay.grid.stage import import_stage, run_stage
+    from heterospec.replay.validation.against_collect import validate
 
     p = stage.parser("python -m heterospec.replay", "Trace replay on modelled heterogeneous systems.")
     p.add_argument("action", choices=["import", "run", "validate", "load", "load-point"],

@@ -51,14 +51,14 @@ def ours_profiles(cfg: Any) -> list[str]:
 
 def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay each algorithm's sequential collect traces on ``replay.systems`` x ``replay.schedules`` x profiles."""
-    from heterospec.replay.grid import simulate
-    from heterospec.replay.metrics import RESULTS_SCHEMA
-    from heterospec.replay.problem import problems_from_steps
+    from heterospec.replay.grid.simulate import simulate
+    from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+    from heterospec.replay.simulator.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
-    from heterospec.replay.stage import (needs_speculation, prefetch_outcome, profile_factory, schedule_configs,
+    from heterospec.replay.grid.stage import (needs_speculation, prefetch_outcome, profile_factory, schedule_configs,
                                          system_configs, token_speculation)
-    from heterospec.replay.steps import steps_from_calls
-    from heterospec.replay.collect_traces import find_traces, plain_traces
+    from heterospec.replay.simulator.steps import steps_from_calls
+    from heterospec.replay.traces.reader import find_traces, plain_traces
 
     profiles = ours_profiles(cfg)
     if not profiles:

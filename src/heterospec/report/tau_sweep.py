@@ -57,9 +57,10 @@ def sweeps_ours(cfg: Any) -> bool:
 def _trace_sets(cfg: Any, paths: RunPaths) -> list[tuple[str, pa.Table]]:
     """(name, steps) of our sequential collect traces (when the run collects them) and of the artifact's imported
     traces, where present."""
-    from heterospec.replay.importer import read_events
-    from heterospec.replay.steps import steps_from_calls, steps_from_events
-    from heterospec.replay.collect_traces import find_traces, plain_traces
+    from heterospec.replay.artifact.importer import read_events
+    from heterospec.replay.simulator.steps import steps_from_calls
+    from heterospec.replay.artifact.event_steps import steps_from_events
+    from heterospec.replay.traces.reader import find_traces, plain_traces
 
     out = []
     if sweeps_ours(cfg):
@@ -75,11 +76,11 @@ def _trace_sets(cfg: Any, paths: RunPaths) -> list[tuple[str, pa.Table]]:
 
 def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay every trace set on ``replay.systems`` with the plain and the speculating schedules at each tau."""
-    from heterospec.replay.grid import simulate
-    from heterospec.replay.problem import problems_from_steps
-    from heterospec.replay.stage import prefetch_outcome, profile_factory, system_configs, token_speculation
-    from heterospec.replay.system import SpeculationParams
-    from heterospec.replay.group_entries import compose_schedule
+    from heterospec.replay.grid.simulate import simulate
+    from heterospec.replay.simulator.problem import problems_from_steps
+    from heterospec.replay.grid.stage import prefetch_outcome, profile_factory, system_configs, token_speculation
+    from heterospec.replay.simulator.system import SpeculationParams
+    from heterospec.replay.grid.entries import compose_schedule
     from heterospec.report.sources import ours_profiles
 
     sets = _trace_sets(cfg, paths)

@@ -21,15 +21,15 @@ import pyarrow as pa
 from heterospec.arrivals import Arrivals, open_times, request_order
 from heterospec.config.hardware import System
 from heterospec.errors import UserError
-from heterospec.replay.engines import DEVICES, RESOURCES
-from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.simulator.engines import DEVICES, RESOURCES
+from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.load.batching import Bounds, get_policy
 from heterospec.replay.load.devices import DevicePlan
 from heterospec.replay.load.load_metrics import LOAD_REQUESTS_SCHEMA, point_row, request_rows
 from heterospec.replay.load.prices import BatchCurve
 from heterospec.replay.load.sim import Request, Simulation, make_servers
-from heterospec.replay.problem import TracedProblem, problems_from_steps
-from heterospec.replay.system import Ctx, SpeculationParams, SystemParams
+from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
+from heterospec.replay.simulator.system import Ctx, SpeculationParams, SystemParams
 
 
 @dataclass

@@ -21,11 +21,11 @@ from typing import Any
 from heterospec.config.hardware import ROLES, Device, System
 from heterospec.errors import UserError
 from heterospec.precision import WEIGHT_BYTES
-from heterospec.replay.engines import RESOURCES
+from heterospec.replay.simulator.engines import RESOURCES
 from heterospec.replay.load.batching import Bounds, get_policy
 from heterospec.replay.load.prices import BatchCurve, hls_curve, measured_curve, published_curve, roofline_curve
-from heterospec.replay.role_shapes import model_shape, precision
-from heterospec.replay.roofline import CALL_OVERHEAD_MS, Roofline
+from heterospec.replay.profiles.role_shapes import model_shape, precision
+from heterospec.replay.profiles.roofline import CALL_OVERHEAD_MS, Roofline
 
 AUTO_BATCH_CAP = 256     # max_batch 0 (auto): as many as the KV cache holds, at most this many
 
@@ -166,7 +166,7 @@ def _gpu_curve(role: str, hw: Device, inputs: PricingInputs, settings: LoadSetti
 def _no_batch_prices(role: str, phase: str):
     def refuse(b: int, c: float) -> float:
         raise UserError(f"load.max_batch.{role}: a batch of {b} with the measured profile needs measured {role} "
-                        f"{phase} batches (replay/batch_prices.parquet: python -m heterospec.replay.price_sweep); "
+                        f"{phase} batches (replay/batch_prices.parquet: python -m heterospec.replay.profiles.price_sweep); "
                         f"or set load.max_batch.{role}=1")
     return refuse
 

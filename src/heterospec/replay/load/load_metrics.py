@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from heterospec.replay.engines import DEVICES, RESOURCES
+from heterospec.replay.simulator.engines import DEVICES, RESOURCES
 from heterospec.store.parquet import versioned
 
 KEEP_UP = 0.9   # finished / arrived within the window: below this the queue grows (Poisson noise stays well above)

@@ -6,12 +6,12 @@ pass. A :class:`BatchCurve` gives the ratio ``pass(b sequences) / pass(1 sequenc
 (:mod:`.batching`) multiply a batch's batch-1 work by it. Where each curve comes from:
 
 * ``roofline`` (:func:`roofline_curve`): the weights are read once per pass, every sequence's KV cache and compute
-  are its own, whichever of memory and compute bounds the pass (:meth:`heterospec.replay.roofline.Roofline.
+  are its own, whichever of memory and compute bounds the pass (:meth:`heterospec.replay.profiles.roofline.Roofline.
   batch_forward`);
 * ``hls`` (:func:`hls_curve`): an FPGA draft's batch-B pass from the HLS performance model
   (:func:`heterospec.hls.perf.token_ms` with ``batch``);
 * ``measured`` (:func:`measured_curve`): a fit of batched calls measured on this machine
-  (:mod:`heterospec.replay.batch_prices`);
+  (:mod:`heterospec.replay.profiles.batch_prices`);
 * ``published`` (:func:`published_curve`): a published step time against the tokens in the pass (Vidur's profiled
   operator sums, ``load.paper_batch_curves``), with the attention's KV read per sequence from the roofline.
 """
@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from heterospec.errors import UserError
-from heterospec.replay.roofline import Roofline
+from heterospec.replay.profiles.roofline import Roofline
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,8 @@ def batch_features(batch, context, tokens) -> np.ndarray:
 def fit_batch_prices(table: pa.Table, where: str = "batch prices") -> dict[tuple[str, str], np.ndarray]:
     """Per (role, phase) of a ``BATCH_PRICES_SCHEMA`` table: non-negative least-absolute-deviation coefficients of
     ``ms = a + b' batch + c' batch tokens + d' batch context`` (:data:`BATCH_FEATURES`; the measured profile's fit,
-    :func:`heterospec.replay.measured.lad`)."""
-    from heterospec.replay.measured import lad
+    :func:`heterospec.replay.profiles.measured.lad`)."""
+    from heterospec.replay.profiles.measured import lad
     rows = table.select(["role", "phase", "batch", "context", "tokens", "ms"]).to_pylist()
     groups: dict[tuple[str, str], list] = {}
     for r in rows:

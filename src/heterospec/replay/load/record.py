@@ -4,16 +4,16 @@
 The policy is the single-request replay's (:mod:`heterospec.replay.schedules`), unchanged: it issues operations
 with their resource, duration (ms, or a callable read when the operation starts), dependencies and cancelling
 operation, and never reads a time while it issues them. Each recorded :class:`Job` is an
-:class:`~heterospec.replay.engines.Op` plus what the simulator tracks: its request, what it still waits for, and the
+:class:`~heterospec.replay.simulator.engines.Op` plus what the simulator tracks: its request, what it still waits for, and the
 context it holds (a batch's KV bound and its price read it)."""
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from heterospec.replay.engines import Engine, Op
-from heterospec.replay.problem import TracedProblem
-from heterospec.replay.system import Ctx
+from heterospec.replay.simulator.engines import Engine, Op
+from heterospec.replay.simulator.problem import TracedProblem
+from heterospec.replay.simulator.system import Ctx
 
 
 class Job(Op):

@@ -20,10 +20,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from heterospec.replay.engines import RESOURCES
+from heterospec.replay.simulator.engines import RESOURCES
 from heterospec.replay.load.record import Job, record
-from heterospec.replay.problem import TracedProblem
-from heterospec.replay.system import Ctx
+from heterospec.replay.simulator.problem import TracedProblem
+from heterospec.replay.simulator.system import Ctx
 
 
 @dataclass

@@ -29,15 +29,15 @@ from heterospec.arrivals import Arrivals
 from heterospec.config.hardware import System
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.des import simulate_problem
-from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.simulator.des import simulate_problem
+from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.load import LoadRun, replay_arrivals, replay_requests, serial_plan
 from heterospec.replay.load.capacity import search
 from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
 from heterospec.replay.load.load_metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
                                             percentile, request_rows)
-from heterospec.replay.problem import TracedProblem, problems_from_steps
-from heterospec.replay.system import Ctx, SystemParams
+from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
+from heterospec.replay.simulator.system import Ctx, SystemParams
 from heterospec.store.parquet import write_parquet
 
 log = logging.getLogger("heterospec.replay.load")
@@ -88,10 +88,11 @@ def which_traces(cfg: Any, paths: RunPaths) -> str:
 
 def trace_sets(cfg: Any, paths: RunPaths, families: set[str]) -> dict[str, tuple[str, list[TracedProblem]]]:
     """family (rsd, brsd) -> (trace set, its problems) for the families the methods need."""
-    from heterospec.replay.steps import steps_from_calls, steps_from_events
+    from heterospec.replay.simulator.steps import steps_from_calls
+    from heterospec.replay.artifact.event_steps import steps_from_events
     out = {}
     if which_traces(cfg, paths) == "artifact":
-        from heterospec.replay.importer import read_events
+        from heterospec.replay.artifact.importer import read_events
         for fam in families:
             ts = ARTIFACT_SETS[fam]
             path = paths.replay_events(ts)
@@ -100,7 +101,7 @@ def trace_sets(cfg: Any, paths: RunPaths, families: set[str]) -> dict[str, tuple
                                 f"(or load.traces=ours)")
             out[fam] = (ts, problems_from_steps(steps_from_events(read_events(path), ts)))
         return out
-    from heterospec.replay.collect_traces import find_traces, plain_traces
+    from heterospec.replay.traces.reader import find_traces, plain_traces
     calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
     for fam in families:
         table = calls.get((fam, "sequential"))
@@ -129,7 +130,7 @@ def step_tokens(problems: list[TracedProblem]) -> float:
 
 
 def profile_kind(name: str) -> str:
-    from heterospec.replay.paper import PAPER_PROFILES
+    from heterospec.replay.profiles.paper import PAPER_PROFILES
     return "paper" if name in PAPER_PROFILES else name
 
 
@@ -139,7 +140,7 @@ def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, pr
     (the paper profiles' batch curves and memory are the paper's Config1 models'; the others the run's models).
     The measured profile's batch curves are fitted from ``batch_prices`` (BATCH_PRICES_SCHEMA), else from
     ``results/<run>/replay/batch_prices.parquet`` when it exists."""
-    from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
+    from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
     from heterospec.replay.load.prices import fit_batch_prices
     kind = profile_kind(profile_name)
     models = _config1_models() if kind == "paper" else cfg.models
@@ -168,8 +169,8 @@ def _config1_models():
 def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
     """Every load.systems x load.methods, with its devices planned (so a bad bound fails here, before any run)."""
     from heterospec.config.hardware import system as hw_system
-    from heterospec.replay.group_entries import compose_schedule
-    from heterospec.replay.stage import prefetch_outcome, profile_factory, token_speculation
+    from heterospec.replay.grid.entries import compose_schedule
+    from heterospec.replay.grid.stage import prefetch_outcome, profile_factory, token_speculation
     bad = [m for m in cfg.load.methods if m not in METHODS]
     if bad:
         raise UserError(f"load.methods: unknown {bad}; choose from {list(METHODS)}")

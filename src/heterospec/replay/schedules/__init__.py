@@ -4,7 +4,7 @@ A schedule is a file in ``conf/schedule/`` (``sequential``, ``step_ahead``, ``pr
 names the mechanisms it turns on (``prefetch: true``) and sets their options (``draft_lookahead: 1``). The policy
 is the step loop of :mod:`.pipeline` (all mechanisms off: the 3-GPU baseline) with those mechanisms mixed in, one
 module each in :mod:`.mechanisms`. A new mix is a new YAML file; a new mechanism is a new module there.
-A policy is ``policy(problem, ctx, engine)`` (see :mod:`heterospec.replay.des`).
+A policy is ``policy(problem, ctx, engine)`` (see :mod:`heterospec.replay.simulator.des`).
 
 Token-level speculative decoding (DFVG) replays verification rounds, not steps: :mod:`.dfvg` (``DFVG_DESIGNS``).
 """

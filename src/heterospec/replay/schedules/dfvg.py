@@ -24,7 +24,7 @@ TREE_BYTES_PER_NODE = 8       # int32 token id + int32 parent index
 
 @dataclass
 class Costs:
-    """Milliseconds of each DFVG operation from a latency profile (:mod:`heterospec.replay.profiles`)."""
+    """Milliseconds of each DFVG operation from a latency profile (:mod:`heterospec.replay.profiles.registry`)."""
     profile: Any
 
     def prompt_target(self, n: int) -> float:
@@ -52,7 +52,7 @@ def draft_ms(c: Costs, r: Round) -> float:
 
 
 def dfvg(prompt: int, rounds: list[Round], costs: Costs, link_ms, eng, design: str, align_bytes: int = 4) -> dict:
-    """Issue one generation's operations on ``eng`` (a :class:`heterospec.replay.engines.FastEngine`)."""
+    """Issue one generation's operations on ``eng`` (a :class:`heterospec.replay.simulator.engines.FastEngine`)."""
     run = eng.run
     fpga = design == "fpga_gpu"
     draft_res = "draft" if fpga else "target"

@@ -48,7 +48,7 @@ class Write:
 
 
 class Pipeline:
-    """One problem's steps as operations on ``eng`` (:class:`heterospec.replay.engines.Engine`)."""
+    """One problem's steps as operations on ``eng`` (:class:`heterospec.replay.simulator.engines.Engine`)."""
 
     def __init__(self, prob, ctx, eng, options: dict):
         self.prob, self.ctx, self.p, self.run, self.options = prob, ctx, ctx.profile, eng.run, options

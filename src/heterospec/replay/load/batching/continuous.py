@@ -13,7 +13,7 @@ import heapq
 import itertools
 import math
 
-from heterospec.replay.engines import uncut
+from heterospec.replay.simulator.engines import uncut
 from heterospec.replay.load.batching import policy
 from heterospec.replay.load.batching.server import EPS, Server
 

@@ -6,7 +6,7 @@ import math
 from collections import deque
 from typing import Callable
 
-from heterospec.replay.engines import uncut
+from heterospec.replay.simulator.engines import uncut
 from heterospec.replay.load.batching import Bounds
 
 EPS = 1e-9   # ms: work left below this is done (times are sums of floats)
@@ -53,7 +53,7 @@ class Server:
     def cut(self, job, now: float) -> bool:
         """The running ``job``'s cancelling op ended: it stops once it has done the work it did so far or its
         ``atomic`` part (a forward pass in progress), whichever is more, and after the ``atomic`` part the ``grain``
-        unit in progress (a token; :func:`heterospec.replay.engines.uncut`; ``job.final`` lowered to that); True when
+        unit in progress (a token; :func:`heterospec.replay.simulator.engines.uncut`; ``job.final`` lowered to that); True when
         that is now (it is then removed)."""
         raise NotImplementedError
 

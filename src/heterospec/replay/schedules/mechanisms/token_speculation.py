@@ -3,7 +3,7 @@ verification rounds instead of token by token (the mechanism of DFVG and SpecRea
 speculation).
 
 A write of ``g`` tokens after ``kv`` in context (:class:`~heterospec.replay.schedules.pipeline.Write`) becomes
-ceil(g / tau) rounds (:class:`~heterospec.replay.system.SpeculationParams`: ``tau`` tokens out of each round, the
+ceil(g / tau) rounds (:class:`~heterospec.replay.simulator.system.SpeculationParams`: ``tau`` tokens out of each round, the
 accepted ones plus the target's own; ``draft_len`` drafted). Round j at context kv_j = kv + j tau: the draft device
 drafts ``draft_len`` tokens (``draft_round(kv_j, draft_len)``, by default ``draft_decode``: its first pass also
 takes in last round's bonus token), the link carries them and brings the verdict back, the target verifies them in one pass

@@ -32,11 +32,11 @@ from __future__ import annotations
 from typing import Callable
 
 from heterospec.errors import UserError
-from heterospec.replay.hls import HlsProfile
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.measured import MeasuredProfile
-from heterospec.replay.paper import PAPER_PROFILES, paper_profile
-from heterospec.replay.roofline import RooflineProfile
+from heterospec.replay.profiles.hls import HlsProfile
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.profiles.measured import MeasuredProfile
+from heterospec.replay.profiles.paper import PAPER_PROFILES, paper_profile
+from heterospec.replay.profiles.roofline import RooflineProfile
 
 _REGISTRY: dict[str, Callable[..., LatencyProfile]] = {
     name: (lambda name=name, system=None, **_: paper_profile(name, system)) for name in PAPER_PROFILES}

@@ -1,10 +1,10 @@
 """``heterospec replay validate``: the simulator against our own measured runs.
 
-The ``measured`` profile is fitted on the sequential executor's calls (:mod:`.fit_traces`; nothing overlaps there, so
-each wall time is the call's own), read from the collect stage's traces (:mod:`.collect_traces`). Steps come from the
+The ``measured`` profile is fitted on the sequential executor's calls (:mod:`heterospec.replay.traces.fit`; nothing overlaps there, so
+each wall time is the call's own), read from the collect stage's traces (:mod:`heterospec.replay.traces.reader`). Steps come from the
 same calls; each executor's problems are replayed with the schedule of the same name on ``replay.validate_system``
 and the per-problem error printed, with a percentile-bootstrap 95 % interval over problems
-(:func:`~heterospec.replay.noise.mae_interval`): how far the MAE moves when the same number of problems is drawn
+(:func:`~heterospec.replay.validation.noise.mae_interval`): how far the MAE moves when the same number of problems is drawn
 again, i.e. what of it is sampling noise. Trace sets whose target writes speculate are replayed with the
 ``<executor>_sd`` schedules at the tau and draft length of their own rounds.
 
@@ -15,7 +15,7 @@ Beside the per-problem error, two checks that noise cannot hide a model error fr
   an aggregate, a systematic error does not. P50 and P90 by two estimators applied alike to both sides
   (:mod:`.quantiles`): the sample quantile and Harrell-Davis; the bar judges the mean and Harrell-Davis;
 * **schedule-only** (``schedule_only_ms``): each problem replayed with every call priced at the time the run of that
-  executor measured for it (:mod:`.trace_times`; the step-ahead run's own calls for step_ahead), so that its error is
+  executor measured for it (:mod:`heterospec.replay.traces.call_times`; the step-ahead run's own calls for step_ahead), so that its error is
   the schedule model's alone.
 """
 from __future__ import annotations
@@ -28,13 +28,13 @@ import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.collect_traces import (COLLECT_PROBLEMS_TAG, fastest_calls, find_repeats, find_rounds,
+from heterospec.replay.traces.reader import (COLLECT_PROBLEMS_TAG, fastest_calls, find_repeats, find_rounds,
                                               find_traces, min_latency, overlapped_calls, plain_traces)
-from heterospec.replay.fit_traces import fit_table, trace_speculation
-from heterospec.replay.measured import MeasuredProfile, write_fit
-from heterospec.replay.noise import AGGREGATES, JUDGED, aggregate_error, aggregate_interval, draft_contention, draft_pace, \
+from heterospec.replay.traces.fit import fit_table, trace_speculation
+from heterospec.replay.profiles.measured import MeasuredProfile, write_fit
+from heterospec.replay.validation.noise import AGGREGATES, JUDGED, aggregate_error, aggregate_interval, draft_contention, draft_pace, \
     mae_interval, repeat_spread
-from heterospec.replay.steps import steps_from_calls
+from heterospec.replay.simulator.steps import steps_from_calls
 from heterospec.store.parquet import versioned, write_parquet
 
 MAE_BAR = 0.10
@@ -55,7 +55,7 @@ VALIDATION_SCHEMA = versioned("replay_validation", 3, [
     pa.field("repeat_spread", pa.float64(), nullable=True),
     # the collect job's draft ms per token over all sequential jobs' (:func:`draft_pace`); null: no draft decodes
     pa.field("draft_pace", pa.float64(), nullable=True),
-    # the problem replayed with every call at its own measured time (schedule-only check, :mod:`.trace_times`); null
+    # the problem replayed with every call at its own measured time (schedule-only check, :mod:`heterospec.replay.traces.call_times`); null
     # for trace sets whose target writes speculate
     pa.field("schedule_only_ms", pa.float64(), nullable=True),
 ])
@@ -79,7 +79,7 @@ AGGREGATE_SCHEMA = versioned("replay_validation_aggregate", 1, [
 def sd_schedule(cfg: Any, overrides: list[str], executor: str):
     """The schedule that replays ``executor``'s runs whose target writes speculate: ``<executor>_sd``."""
     from heterospec.replay.schedules import get_schedule, schedule_names
-    from heterospec.replay.group_entries import compose_schedule
+    from heterospec.replay.grid.entries import compose_schedule
     name = f"{executor}_sd"
     if name not in schedule_names():
         raise UserError(f"replay.validate_schedules: '{executor}' has no schedule '{name}' to replay the trace sets "
@@ -113,9 +113,9 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
     """Replay every covered problem under each executor's schedule; one VALIDATION_SCHEMA row per problem. Steps
     come from the sequential run; every executor reasons identically (greedy)."""
     from heterospec.config import hardware
-    from heterospec.replay.grid import simulate
-    from heterospec.replay.group_entries import compose_schedule
-    from heterospec.replay.problem import problems_from_steps
+    from heterospec.replay.grid.simulate import simulate
+    from heterospec.replay.grid.entries import compose_schedule
+    from heterospec.replay.simulator.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
 
     scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}
@@ -160,9 +160,9 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
 
 def _overlapped(m: Measured, ts: str, e: str, system) -> dict[tuple, list[dict]]:
     """{(dataset, problem): the calls of executor ``e``'s own run of it} (its fastest repeat's), each at its own
-    work (:func:`~heterospec.replay.trace_times.overlapped_rows`): the schedule-only check of an overlapped executor
+    work (:func:`~heterospec.replay.traces.call_times.overlapped_rows`): the schedule-only check of an overlapped executor
     prices every call at the time that very run measured for it."""
-    from heterospec.replay.trace_times import overlapped_rows
+    from heterospec.replay.traces.call_times import overlapped_rows
     own = overlapped_calls(m.root, ts, e, m.repeats.get((ts, e))) if m.root is not None else {}
     return {k: overlapped_rows(rs, system.yields_to) for k, rs in own.items()}
 
@@ -178,10 +178,10 @@ def _own_calls(calls: pa.Table) -> dict[tuple, list[dict]]:
 def schedule_only(probs: list, own: dict, system, sched, fallback: MeasuredProfile, engine: str,
                   name: str) -> dict[str, float]:
     """{problem: latency ms} of each problem replayed under ``sched`` with every call at its own measured time (``own``:
-    the calls of the run of that executor, :class:`~heterospec.replay.trace_times.TraceTimes`), the controller's time
+    the calls of the run of that executor, :class:`~heterospec.replay.traces.call_times.TraceTimes`), the controller's time
     and work the run did not do in full priced by ``fallback``. Prints how many of the calls were the problems' own."""
-    from heterospec.replay.grid import simulate
-    from heterospec.replay.trace_times import TraceTimes
+    from heterospec.replay.grid.simulate import simulate
+    from heterospec.replay.traces.call_times import TraceTimes
 
     out, matched, unmatched = {}, 0, 0
     for p in probs:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
-from heterospec.replay.quantiles import harrell_davis
+from heterospec.replay.validation.quantiles import harrell_davis
 
 
 def mae_interval(errors: list[float], resamples: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:

@@ -1,8 +1,8 @@
 """Batched call prices of a run's trio, measured on one torch device: each role's forward pass at several batch sizes
-and context lengths, timed, in :data:`~heterospec.replay.batch_prices.BATCH_PRICES_SCHEMA`.
+and context lengths, timed, in :data:`~heterospec.replay.profiles.batch_prices.BATCH_PRICES_SCHEMA`.
 
-    python -m heterospec.replay.price_sweep --device cpu --batches 1,2,4 --contexts 32,96 experiment=ci
-    python -m heterospec.replay.price_sweep --device cuda:0 --out prices.parquet experiment=ci   (batch 1..64)
+    python -m heterospec.replay.profiles.price_sweep --device cpu --batches 1,2,4 --contexts 32,96 experiment=ci
+    python -m heterospec.replay.profiles.price_sweep --device cuda:0 --out prices.parquet experiment=ci   (batch 1..64)
 
 A point is one pass: ``decode`` feeds one token per sequence after ``context`` cached tokens (draft, target),
 ``score`` feeds a step of ``--step-tokens`` tokens per sequence after ``context`` cached ones (the PRM, as its
@@ -20,10 +20,10 @@ from pathlib import Path
 from heterospec import stage
 from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
-from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
+from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
 from heterospec.store import write_parquet
 
-log = logging.getLogger("heterospec.replay.price_sweep")
+log = logging.getLogger("heterospec.replay.profiles.price_sweep")
 
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 GPU_CONTEXTS = (32, 96, 192)
@@ -148,7 +148,7 @@ def sweep(cfg, paths: RunPaths, device: str, batches=GPU_BATCHES, contexts=GPU_C
 
 
 def main(argv: list[str]) -> None:
-    p = stage.parser("python -m heterospec.replay.price_sweep",
+    p = stage.parser("python -m heterospec.replay.profiles.price_sweep",
                      "Batched call prices of the run's trio on one device (BATCH_PRICES_SCHEMA).")
     p.add_argument("--device", default="cpu", help="torch device: cpu or cuda:N")
     p.add_argument("--batches", default=",".join(map(str, GPU_BATCHES)), help="sequences per pass")

@@ -1,6 +1,6 @@
 """The artifact's Figure 8 tables, regenerated from the shared artifact files they are computed from.
 
-    python -m heterospec.replay.figure8 [--artifact ../shared/heteroreason_ae]
+    python -m heterospec.replay.artifact.figure8 [--artifact ../shared/heteroreason_ae]
 
 * ``figure8/outputs/figure8_projected_compare_normalized_metrics.csv`` (weak / strong baseline, ours on U280 and on
   V80, per config and dataset, plus the mean of the datasets) from ``figure8/rebuilt_u280/`` and ``rebuilt_v80/``.
@@ -112,7 +112,7 @@ def worst_errors(root: Path) -> dict[str, tuple[int, float]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m heterospec.replay.figure8", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m heterospec.replay.artifact.figure8", description=__doc__.splitlines()[0])
     ap.add_argument("--artifact", type=Path, default=Path("../shared/heteroreason_ae"),
                     help="the shared HeteroReason artifact files")
     a = ap.parse_args(argv)

@@ -13,7 +13,7 @@ its shared core, the controller's time between calls.
   cancelled is no step's work, a prefetch the accept stopped gives the target's pace at that context, and a stopped
   prefetch that a later rewrite resumed is part of that rewrite (:func:`_target_writes`).
 
-Matching, per step of the problem (:class:`~heterospec.replay.problem.TracedProblem`, the same calls' view): the
+Matching, per step of the problem (:class:`~heterospec.replay.simulator.problem.TracedProblem`, the same calls' view): the
 draft's write of the step (its 1-token feed and its decode), the feed of a rescued or backtracked step into the draft
 before its next write (asked as a rolled-back cache's ingest or as a rebuild from scratch, whichever the schedule
 models), every PRM score and target write (a BRSD backtrack's failed rescue first). Work the measured run did not do
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.measured import MeasuredProfile
-from heterospec.replay.problem import TracedProblem
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.profiles.measured import MeasuredProfile
+from heterospec.replay.simulator.problem import TracedProblem
 
 
 class TraceTimes(LatencyProfile):

@@ -1,13 +1,13 @@
-"""A problem's metrics from its operation log (``RESULTS_SCHEMA``; definitions in :mod:`heterospec.replay.des`)."""
+"""A problem's metrics from its operation log (``RESULTS_SCHEMA``; definitions in :mod:`heterospec.replay.simulator.des`)."""
 from __future__ import annotations
 
 import math
 
 import pyarrow as pa
 
-from heterospec.replay.engines import DEVICES, Tally
-from heterospec.replay.problem import TracedProblem
-from heterospec.replay.system import Ctx
+from heterospec.replay.simulator.engines import DEVICES, Tally
+from heterospec.replay.simulator.problem import TracedProblem
+from heterospec.replay.simulator.system import Ctx
 from heterospec.store.parquet import versioned
 
 RESULTS_SCHEMA = versioned("replay_results", 2, [

@@ -33,16 +33,16 @@ has, cancelled speculative drafts, unused target prefetches); ``speculation_wast
 
 One job per module: :mod:`.system` (the system's parameters, the policies' context), :mod:`.problem` (a problem's
 steps), :mod:`.engines` (operations, the two engines, the tally), :mod:`.metrics` (``RESULTS_SCHEMA``), this one
-(one problem under one schedule) and :mod:`.grid` (every problem x system x schedule, in worker processes).
+(one problem under one schedule) and :mod:`heterospec.replay.grid.simulate` (every problem x system x schedule, in worker processes).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from heterospec.replay.engines import Op, make_engine, run_fast
-from heterospec.replay.metrics import metrics
-from heterospec.replay.problem import TracedProblem
-from heterospec.replay.system import Ctx
+from heterospec.replay.simulator.engines import Op, make_engine, run_fast
+from heterospec.replay.simulator.metrics import metrics
+from heterospec.replay.simulator.problem import TracedProblem
+from heterospec.replay.simulator.system import Ctx
 
 
 def simulate_problem(prob: TracedProblem, schedule: Any, ctx: Ctx, engine: str = "fast") -> tuple[dict, list[Op]]:

@@ -30,7 +30,7 @@ Target writes made by token-level speculation (``algorithm.target_decoding`` a s
 ``collect_rounds/v1``) are priced as rounds (:mod:`heterospec.replay.schedules.mechanisms.token_speculation`):
 :func:`fit_rounds` fits the draft's drafting (phase ``round``) and the target's verification pass (phase ``verify``)
 from the recorded rounds, and the profile answers ``draft_round`` and ``target_verify`` with them. Those calls stay
-out of the plain fits (``heterospec.replay.fit_traces.fit_table``).
+out of the plain fits (``heterospec.replay.traces.fit.fit_table``).
 
 :func:`fit_calls` returns the coefficients with R^2 and MAPE on the rows (``FIT_SCHEMA``); its coefficients are
 never negative. A fit file with coefficients that make a call the simulator asks about cost less than nothing (edited
@@ -45,8 +45,8 @@ import numpy as np
 import pyarrow as pa
 
 from heterospec.errors import UserError
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.steps import CALLS_SCHEMA
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.simulator.steps import CALLS_SCHEMA
 from heterospec.store.parquet import read_parquet, versioned, write_parquet
 
 FEATURES = {"decode": ("1", "n", "n*kv+n(n+1)/2"), "prefill": ("1", "n", "n*kv+n(n+1)/2"),

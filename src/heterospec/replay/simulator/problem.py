@@ -1,4 +1,4 @@
-"""One problem's steps as the simulator reads them, from the steps table (:mod:`heterospec.replay.steps`)."""
+"""One problem's steps as the simulator reads them, from the steps table (:mod:`heterospec.replay.simulator.steps`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -8,7 +8,7 @@ import pyarrow as pa
 
 @dataclass
 class TracedProblem:
-    """One problem's steps as plain lists (see :mod:`heterospec.replay.steps`)."""
+    """One problem's steps as plain lists (see :mod:`heterospec.replay.simulator.steps`)."""
     dataset: str
     problem: str
     prompt: int

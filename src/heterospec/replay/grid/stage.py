@@ -17,16 +17,16 @@ import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.artifact import REPLAY_SCHEMA, replay_for_profiles
-from heterospec.replay.grid import simulate
-from heterospec.replay.metrics import RESULTS_SCHEMA
-from heterospec.replay.problem import problems_from_steps
-from heterospec.replay.system import PREFETCH_OUTCOMES, SpeculationParams
-from heterospec.replay.importer import FORMATS, import_traces, read_events
-from heterospec.replay.profiles import get_profile, profile_names
+from heterospec.replay.artifact.replays import REPLAY_SCHEMA, replay_for_profiles
+from heterospec.replay.grid.simulate import simulate
+from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+from heterospec.replay.simulator.problem import problems_from_steps
+from heterospec.replay.simulator.system import PREFETCH_OUTCOMES, SpeculationParams
+from heterospec.replay.artifact.importer import FORMATS, import_traces, read_events
+from heterospec.replay.profiles.registry import get_profile, profile_names
 from heterospec.replay.schedules import get_schedule
-from heterospec.replay.steps import steps_from_events
-from heterospec.replay.group_entries import schedule_configs, system_configs
+from heterospec.replay.artifact.event_steps import steps_from_events
+from heterospec.replay.grid.entries import schedule_configs, system_configs
 from heterospec.store.parquet import write_parquet
 
 HARDWARE_PROFILES = ("roofline", "hls")
@@ -51,7 +51,7 @@ def import_stage(cfg: Any, paths: RunPaths, trace_set: str) -> pa.Table:
     parts = [import_traces(d, fmt) for d in dirs]
     events = pa.concat_tables([p.events for p in parts])
     targets = pa.concat_tables([p.target_events for p in parts])
-    from heterospec.replay.importer import ImportedTraces
+    from heterospec.replay.artifact.importer import ImportedTraces
     ImportedTraces(events, targets).write(paths.replay_events(trace_set), paths.replay_target_events(trace_set))
     n = len(set(events.column("source").to_pylist()))
     ds = sorted(set(events.column("dataset").to_pylist()))
@@ -65,7 +65,7 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
     if name not in profile_names():
         raise UserError(f"unknown latency profile '{name}'; choose one of {profile_names()}")
     if name == "measured":
-        from heterospec.replay.fit_traces import measured_profile
+        from heterospec.replay.traces.fit import measured_profile
         prof = measured_profile(cfg, paths)
         return lambda system: prof
     if name not in HARDWARE_PROFILES:   # the paper profiles: the draft device's price (paper.draft_price)

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from heterospec.config.hardware import System
 from heterospec.hls.perf_table import PerfKey, perf_curve, read_perf
-from heterospec.replay.roofline import RooflineProfile
+from heterospec.replay.profiles.roofline import RooflineProfile
 
 class _PerToken:
     """Cumulative per-token latency over integer contexts: sum over c = kv+1..kv+n is S[kv+n] - S[kv]."""

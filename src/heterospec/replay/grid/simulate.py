@@ -7,15 +7,15 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
-from heterospec.replay import des
-from heterospec.replay.engines import make_engine
-from heterospec.replay.metrics import RESULTS_SCHEMA
-from heterospec.replay.problem import TracedProblem, problems_from_steps
+from heterospec.replay.simulator import des
+from heterospec.replay.simulator.engines import make_engine
+from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
 from heterospec.config.hardware import System
 from heterospec.progress import progress
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.profiles import get_profile
-from heterospec.replay.system import Ctx, SystemParams, SpeculationParams
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.profiles.registry import get_profile
+from heterospec.replay.simulator.system import Ctx, SystemParams, SpeculationParams
 
 log = logging.getLogger("heterospec.replay")
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from heterospec.config.hardware import ROLES, Device, System
-from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.precision import WEIGHT_BYTES
-from heterospec.replay.role_shapes import ModelShape, model_shape, precision
+from heterospec.replay.profiles.role_shapes import ModelShape, model_shape, precision
 
 # Fixed cost of one forward pass by device kind (ms): kernel launches / the FPGA's command queue. Assumed, not
 # measured; overridable per kind in the replay config (replay.call_overhead_ms).

@@ -1,7 +1,7 @@
 """The collect stage's traces as the replay reads them, found under ``results/<run>/collect/`` (any depth;
 ``shard-*`` folders are skipped, the merged tables beside them are read):
 
-* per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.steps.CALLS_SCHEMA`) — the contract; the
+* per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.simulator.steps.CALLS_SCHEMA`) — the contract; the
   executor is the file's path part named like one (``sequential``, ``step_ahead``), else ``sequential``;
 * the collect stage's own ``collect_calls/v3`` with the ``collect_steps/v1`` table beside it (converted: wall =
   end_ns - start_ns; each call's step and that step's outcome as the collect run's controller decided them);
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from heterospec.errors import UserError
 from heterospec.reasoning.collect_schemas import (CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, REPEATS_SCHEMA,
                                                   ROUNDS_TRACE_SCHEMA, STEPS_TRACE_SCHEMA)
-from heterospec.replay.steps import CALLS_SCHEMA
+from heterospec.replay.simulator.steps import CALLS_SCHEMA
 from heterospec.store.parquet import SCHEMA_VERSION_KEY, read_parquet
 
 CALLS_TAG = CALLS_SCHEMA.metadata[SCHEMA_VERSION_KEY].decode()
@@ -245,7 +245,7 @@ def overlapped_calls(root: Path, trace_set: str, executor: str, repeats: list[di
                      ) -> dict[tuple, list[dict]]:
     """{(dataset, problem): its calls} of an overlapped executor's collect, each with its own ``call_outcome`` (a
     cancelled draft, a stopped prefetch, a prefetch hit...) and its ``start_ns`` / ``end_ns``, for the schedule-only
-    check (:func:`heterospec.replay.trace_times.overlapped_rows`). With repeats, each problem's fastest repeat's
+    check (:func:`heterospec.replay.traces.call_times.overlapped_rows`). With repeats, each problem's fastest repeat's
     timings, the outcomes taken from the first repeat's calls of the same step, role and phase in time order (a
     problem whose repeats made other calls is left out)."""
     cols = ["algorithm", "executor", "dataset", "problem_id", "step_idx", "role", "phase", "tokens_in", "tokens_out",

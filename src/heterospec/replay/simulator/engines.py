@@ -1,5 +1,5 @@
 """Operations on the four resources and the two engines that time them (``fast``, ``simpy``; see
-:mod:`heterospec.replay.des`), plus the tally the metrics read."""
+:mod:`heterospec.replay.simulator.des`), plus the tally the metrics read."""
 from __future__ import annotations
 
 import math

@@ -6,7 +6,7 @@
   same arrivals, on the run's collect system under the sequential schedule, priced by the ``measured`` profile with
   batched prices fitted from the serving run's own passes (written as ``batch_prices/v1``).
 
-    python -m heterospec.replay.serving_validate experiment=ci
+    python -m heterospec.replay.validation.against_serving experiment=ci
 """
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.reasoning.collect_schemas import CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, STEPS_TRACE_SCHEMA
 from heterospec.reasoning.serving_schemas import TABLES
-from heterospec.replay.batch_prices import BATCH_PRICES_SCHEMA
-from heterospec.replay.noise import pair_spread
-from heterospec.replay.quantiles import harrell_davis, sample_quantile
+from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
+from heterospec.replay.validation.noise import pair_spread
+from heterospec.replay.validation.quantiles import harrell_davis, sample_quantile
 from heterospec.store.parquet import read_parquet, versioned, write_parquet
 
 log = logging.getLogger("heterospec.serving_validate")
@@ -239,9 +239,9 @@ PROFILE = "measured"
 def traced_problems(reference: dict[str, pa.Table]) -> list:
     """The served algorithm's problems as the replay reads them, from its sequential collect (the served requests'
     steps are these: the outputs check says so)."""
-    from heterospec.replay.collect_traces import calls_from_collect
-    from heterospec.replay.problem import problems_from_steps
-    from heterospec.replay.steps import steps_from_calls
+    from heterospec.replay.traces.reader import calls_from_collect
+    from heterospec.replay.simulator.problem import problems_from_steps
+    from heterospec.replay.simulator.steps import steps_from_calls
 
     steps = {(r["algorithm"], r["executor"], r["dataset"], r["problem_id"], r["step_idx"]): r["outcome"]
              for r in reference["steps"].to_pylist()}
@@ -257,8 +257,8 @@ def serving_profile(serving: dict[str, pa.Table], run: str, yields: Yielding | N
     the requests of :func:`host_ms`; no per-call dispatch time (the single-request fit's, which the load replay would
     charge to the device).
     A role that yields (``yields``) is priced by its time less its owner's busy time."""
-    from heterospec.replay.collect_traces import calls_from_collect
-    from heterospec.replay.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
+    from heterospec.replay.traces.reader import calls_from_collect
+    from heterospec.replay.profiles.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
 
     def key(r: dict) -> str:
         return f"{r['load_index']}/{r['repeat']}/{r['request']}"
@@ -483,7 +483,7 @@ def errors_table(errors: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> None:
-    p = stage.parser("python -m heterospec.replay.serving_validate",
+    p = stage.parser("python -m heterospec.replay.validation.against_serving",
                      "The serving run's outputs against the sequential collect's; the load replay against it.")
     args = stage.parse(p, argv)
     cfg, paths = stage.compose(args)

@@ -5,8 +5,8 @@ import math
 from dataclasses import dataclass, field
 from heterospec.config.hardware import System
 from heterospec.errors import UserError
-from heterospec.replay.engines import DEVICES
-from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.simulator.engines import DEVICES
+from heterospec.replay.simulator.latency import LatencyProfile
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class SpeculationParams:
 @dataclass
 class Ctx:
     """What a policy may use: the latency profile, the system, and whether the target's work on a rejected step is
-    what the trace records (``recorded``; None: the profile's ``honours_trace``, see :mod:`.profiles`)."""
+    what the trace records (``recorded``; None: the profile's ``honours_trace``, see :mod:`heterospec.replay.profiles.registry`)."""
     profile: LatencyProfile
     system: SystemParams
     recorded: bool | None = None

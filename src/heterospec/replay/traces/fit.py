@@ -11,10 +11,10 @@ import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.collect_traces import (group_rows, fastest_calls, find_repeats, find_rounds, find_traces, min_latency,
+from heterospec.replay.traces.reader import (group_rows, fastest_calls, find_repeats, find_rounds, find_traces, min_latency,
                                               plain_traces, sequential_rows)
-from heterospec.replay.measured import MeasuredProfile, fit_calls, fit_overheads, fit_rounds, read_fit
-from heterospec.replay.system import SpeculationParams
+from heterospec.replay.profiles.measured import MeasuredProfile, fit_calls, fit_overheads, fit_rounds, read_fit
+from heterospec.replay.simulator.system import SpeculationParams
 
 
 def trace_speculation(rows: list[dict], name: str) -> SpeculationParams:

@@ -1,4 +1,4 @@
-"""The latency-profile interface: how long each model call takes, in milliseconds (:mod:`.profiles` builds them)."""
+"""The latency-profile interface: how long each model call takes, in milliseconds (:mod:`heterospec.replay.profiles.registry` builds them)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

@@ -1,4 +1,4 @@
-"""The ``paper`` latency profiles: the HeteroReason artifact's fitted formulas (closed forms in :mod:`.profiles`)."""
+"""The ``paper`` latency profiles: the HeteroReason artifact's fitted formulas (closed forms in :mod:`.registry`)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from heterospec.config.hardware import Device, System, device
 from heterospec.errors import UserError
-from heterospec.replay.latency import LatencyProfile
+from heterospec.replay.simulator.latency import LatencyProfile
 
 
 @dataclass(frozen=True)

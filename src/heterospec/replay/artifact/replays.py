@@ -1,8 +1,8 @@
 """The HeteroReason artifact's own replays (v12 and v11), step by step as REFERENCE.md states them.
 
 These reproduce the artifact's published latency numbers from its traces; they are closed-form recurrences, not a
-discrete-event simulation (see :mod:`heterospec.replay.des` for that). Input: the events table of
-:mod:`heterospec.replay.importer`. Output: one row per problem (``REPLAY_SCHEMA``).
+discrete-event simulation (see :mod:`heterospec.replay.simulator.des` for that). Input: the events table of
+:mod:`heterospec.replay.artifact.importer`. Output: one row per problem (``REPLAY_SCHEMA``).
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from heterospec.errors import UserError
-from heterospec.replay.importer import TARGET_TRACE_MODES
-from heterospec.replay.latency import LatencyProfile
-from heterospec.replay.paper import PAPER_PROFILES, paper_profile
+from heterospec.replay.artifact.importer import TARGET_TRACE_MODES
+from heterospec.replay.simulator.latency import LatencyProfile
+from heterospec.replay.profiles.paper import PAPER_PROFILES, paper_profile
 from heterospec.store.parquet import versioned, write_parquet
 
 SEMANTICS = ("v12", "v11")
