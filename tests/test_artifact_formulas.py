@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay.artifact.replays import (DEFAULT_PROFILE, REPLAY_SCHEMA, SEMANTICS, Event, replay_table, replay_v11,
+from heterospec.replay.artifact.replays import (DEFAULT_PROFILE, ARTIFACT_REPLAY_SCHEMA, SEMANTICS, Event, replay_table, replay_v11,
                                         replay_v12)
 
 MODES = ("prefetched_complete", "partial_resume", "direct_generation")
@@ -225,7 +225,7 @@ def test_replay_table_groups_problems_and_picks_each_format_rule():
          Event("accept_via_prefetch", 2, 3, 0, 8, "prefetched_complete", 0), *random_v11(rng, 11)]
     table = _events_table({"p/a.json": ("v12", 40, a), "p/b.json": ("v11", 0, b), "p/c.json": ("v12", 0, c)})
     replayed = replay_table(table, trace_set="with_bt", run="r1")
-    assert replayed.schema.equals(REPLAY_SCHEMA, check_metadata=True)
+    assert replayed.schema.equals(ARTIFACT_REPLAY_SCHEMA, check_metadata=True)
     out = replayed.to_pylist()
     assert [r["source"] for r in out] == ["p/a.json", "p/b.json", "p/c.json"]
     assert [r["semantics"] for r in out] == ["v12", "v11", "v12"]
@@ -261,7 +261,7 @@ def test_each_trace_is_replayed_under_every_listed_paper_profile_of_its_format()
     a, b = random_v12(rng, 5), random_v11(rng, 8)
     table = _events_table({"p/a.json": ("v12", 30, a), "p/b.json": ("v11", 0, b)})
     out = replay_for_profiles(table, ["roofline", "paper_v11_config2", "paper_v11"], trace_set="t", run="r")
-    assert out.schema.equals(REPLAY_SCHEMA, check_metadata=True)
+    assert out.schema.equals(ARTIFACT_REPLAY_SCHEMA, check_metadata=True)
     rows = out.to_pylist()
     assert [(r["source"], r["profile"]) for r in rows] == [
         ("p/b.json", "paper_v11_config2"), ("p/b.json", "paper_v11"), ("p/a.json", "paper_v12")]
@@ -270,7 +270,7 @@ def test_each_trace_is_replayed_under_every_listed_paper_profile_of_its_format()
     assert [r["latency_ms"] for r in rows] == pytest.approx(want, rel=1e-12)
     assert {(r["trace_set"], r["run"]) for r in rows} == {("t", "r")}
     assert {(r["trace_set"], r["run"]) for r in replay_for_profiles(table, []).to_pylist()} == {("", "")}
-    assert replay_for_profiles(table.slice(0, 0), ["paper_v12"]).equals(REPLAY_SCHEMA.empty_table())
+    assert replay_for_profiles(table.slice(0, 0), ["paper_v12"]).equals(ARTIFACT_REPLAY_SCHEMA.empty_table())
 
 
 def test_write_replay_round_trips(tmp_path):
@@ -279,5 +279,5 @@ def test_write_replay_round_trips(tmp_path):
     table = replay_table(_events_table({"p/a.json": ("v12", 12, random_v12(random.Random(3), 4))}), run="r")
     out = write_replay(table, tmp_path / "replay.parquet")
     back = pq.read_table(out)
-    assert out == tmp_path / "replay.parquet" and back.schema.names == REPLAY_SCHEMA.names
+    assert out == tmp_path / "replay.parquet" and back.schema.names == ARTIFACT_REPLAY_SCHEMA.names
     assert back.to_pylist() == table.to_pylist()

@@ -12,7 +12,7 @@ from heterospec.config.snakemake import parse_overrides, validate_config
 from heterospec.errors import UserError
 from heterospec.evaluate import EVALUATION_SCHEMA
 from heterospec.replay.artifact.importer import import_traces
-from heterospec.replay.validation.against_collect import VALIDATION_SCHEMA
+from heterospec.replay.validation.against_collect import REPLAY_VALIDATION_SCHEMA
 from heterospec.store import write_parquet
 from heterospec.store.catalog import build, query
 from test_replay_importer import v12_doc, write
@@ -97,7 +97,7 @@ def heterospec_aggregate(db):
 
 def test_run_without_accuracy_ends_quietly(tmp_path):
     results = tmp_path / "results"
-    write_parquet([], results / "rr" / "replay" / "validation.parquet", VALIDATION_SCHEMA)
+    write_parquet([], results / "rr" / "replay" / "validation.parquet", REPLAY_VALIDATION_SCHEMA)
     db = results / "heterospec.duckdb"
     build(db, tmp_path)
     r = heterospec("summary", "rr", "--db", str(db))

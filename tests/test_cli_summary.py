@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from conftest import heterospec
-from heterospec.reasoning.collect_schemas import PROBLEMS_SCHEMA
+from heterospec.reasoning.collect_schemas import COLLECT_PROBLEMS_SCHEMA
 from heterospec.report.sweep import write_points
 from heterospec.store import write_parquet
 from heterospec.store.catalog import build
@@ -13,7 +13,7 @@ from heterospec.store.catalog import build
 def _problem(run: str, pid: str, correct: bool) -> dict:
     """One collect_problems row: zero counts, one step written by the draft."""
     row = {f.name: (0 if pa.types.is_integer(f.type) else 0.0 if pa.types.is_floating(f.type) else "")
-           for f in PROBLEMS_SCHEMA}
+           for f in COLLECT_PROBLEMS_SCHEMA}
     row.update(run=run, models="tiny", dataset="synthetic", algorithm="brsd", executor="sequential",
                problem_id=pid, correct=correct, steps=1, draft_steps=1, draft_tokens=4, latency_s=0.1)
     return row
@@ -24,7 +24,7 @@ def test_summary_of_a_sweep_prints_its_points(tmp_path):
     for point, correct in (("base+a", [True, True]), ("base+b", [True, False])):
         rows = [_problem(point, f"p{i}", c) for i, c in enumerate(correct)]
         write_parquet(rows, results / point / "collect" / "synthetic" / "brsd" / "sequential" / "problems.parquet",
-                      PROBLEMS_SCHEMA)
+                      COLLECT_PROBLEMS_SCHEMA)
     write_points(results / "base.sweep+1" / "sweep" / "points.parquet",
                  [["base+a", "algorithm.threshold=0.5"], ["base+b", "algorithm.threshold=0.7"]])
     db = results / "heterospec.duckdb"

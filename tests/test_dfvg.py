@@ -21,7 +21,7 @@ from heterospec.speculative.lean_decoder import LeanDecoder
 from heterospec.dfvg.methods import prompts, strategy
 from heterospec.dfvg.stage import collect, replay_run
 from heterospec.speculative.strategies import STRATEGIES, Feedback, HfHeuristic, Tree
-from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import DFVG_GENERATIONS_SCHEMA, DFVG_REPLAY_SCHEMA, DFVG_ROUNDS_SCHEMA
 from heterospec.speculative.tree import DraftTree
 from heterospec.speculative.verify import Verifier
 from heterospec.errors import UserError
@@ -205,14 +205,14 @@ def test_stage_writes_traces_views_and_replay(ci, monkeypatch):
     rel = RunPaths(paths.root.relative_to(paths.root.parents[1]), paths.model_keys)
     for method in ("target_greedy", "hf_assisted", "chain", "tree"):
         collect(cfg, rel, method, CI)
-    gens = read_parquet(rel.dfvg_generations("tree"), GENERATIONS_SCHEMA).to_pylist()
+    gens = read_parquet(rel.dfvg_generations("tree"), DFVG_GENERATIONS_SCHEMA).to_pylist()
     assert len(gens) == cfg.dfvg.prompts and all(g["identical"] for g in gens)
-    assert all(g["identical"] for g in read_parquet(rel.dfvg_generations("hf_assisted"), GENERATIONS_SCHEMA).to_pylist())
-    rounds = read_parquet(rel.dfvg_rounds("tree"), ROUNDS_SCHEMA)
+    assert all(g["identical"] for g in read_parquet(rel.dfvg_generations("hf_assisted"), DFVG_GENERATIONS_SCHEMA).to_pylist())
+    rounds = read_parquet(rel.dfvg_rounds("tree"), DFVG_ROUNDS_SCHEMA)
     assert rounds.num_rows > 0 and min(rounds.column("nodes").to_pylist()) >= 1
     cfg2 = compose_config(CI + ["dfvg.strategies=[chain,tree]", "dfvg.replay.profiles=[roofline]"])
     replay_run(cfg2, rel)
-    rep = read_parquet(rel.dfvg_replay, REPLAY_SCHEMA).to_pylist()
+    rep = read_parquet(rel.dfvg_replay, DFVG_REPLAY_SCHEMA).to_pylist()
     assert {r["design"] for r in rep} == {"fpga_gpu", "gpu_only", "plain"}
     build(rel.root.parent / "heterospec.duckdb", root=rel.root.parents[1])
     _, rows = query(rel.root.parent / "heterospec.duckdb",

@@ -15,7 +15,7 @@ from heterospec.models.generate import greedy_generate, greedy_generate_batch
 from heterospec.models.loading import load_tokenizer
 from heterospec.quantize import load_quantized_draft
 from heterospec.quantize.intmath import exp_det, int_matmul, sqrt_ieee
-from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA
+from heterospec.quantize.w8a8_quality import QUANTIZE_QUALITY_SCHEMA
 from heterospec.quantize.w8a8 import check_supported
 from heterospec.store import read_parquet
 from heterospec.tasks.synthetic import format_prompt, held_out_problems
@@ -42,7 +42,7 @@ def test_export_loads_as_a_causal_lm_and_generates(ci_quantized):
 
 def test_quality_report_row(ci_quantized):
     cfg, paths, row = ci_quantized
-    t = read_parquet(paths.quantize_quality, QUALITY_SCHEMA).to_pylist()[0]
+    t = read_parquet(paths.quantize_quality, QUANTIZE_QUALITY_SCHEMA).to_pylist()[0]
     assert t["problems"] == 12 and t["calibration_prompts"] == 8 and t["alpha"] == 0.5
     assert abs(t["accuracy_drop"] - (t["accuracy_fp"] - t["accuracy_int8"])) < 1e-9
     assert t["top1_agreement"] > 90.0                     # int8 picks the fp draft's greedy token almost always

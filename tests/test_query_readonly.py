@@ -9,28 +9,28 @@ import sys
 import pytest
 
 from conftest import heterospec
-from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, REPLAY_SCHEMA as DFVG_REPLAY_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import DFVG_GENERATIONS_SCHEMA, DFVG_REPLAY_SCHEMA, DFVG_ROUNDS_SCHEMA
 from heterospec.errors import UserError
 from heterospec.evaluate import EVALUATION_SCHEMA
-from heterospec.hls.perf_table import PERF_SCHEMA
-from heterospec.hls.stage import CSIM_SCHEMA, KVMU_SCHEMA as KVMU_SYNTH_SCHEMA
-from heterospec.hls.tables import BREAKDOWN_SCHEMA, RESOURCES_SCHEMA
-from heterospec.models.quality_report import QUALITY_SCHEMA as MODEL_QUALITY_SCHEMA
-from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA as QUANTIZE_QUALITY_SCHEMA
+from heterospec.hls.perf_table import HLS_PERF_SCHEMA
+from heterospec.hls.stage import HLS_CSIM_SCHEMA, KVMU_SYNTH_SCHEMA
+from heterospec.hls.tables import HLS_BREAKDOWN_SCHEMA, HLS_RESOURCES_SCHEMA
+from heterospec.models.quality_report import MODEL_QUALITY_SCHEMA
+from heterospec.quantize.w8a8_quality import QUANTIZE_QUALITY_SCHEMA
 from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
 from heterospec.reasoning.serving_schemas import TABLES as SERVING_TABLES
-from heterospec.replay.artifact.replays import REPLAY_SCHEMA as ARTIFACT_SCHEMA
+from heterospec.replay.artifact.replays import ARTIFACT_REPLAY_SCHEMA
 from heterospec.replay.load.load_metrics import LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA
 from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
-from heterospec.replay.profiles.measured import FIT_SCHEMA
-from heterospec.replay.validation.against_serving import OUTPUTS_SCHEMA as SERVING_OUTPUTS_SCHEMA
-from heterospec.replay.validation.against_serving import VALIDATION_SCHEMA as SERVING_VALIDATION_SCHEMA
-from heterospec.replay.validation.against_serving import ERRORS_SCHEMA as SERVING_ERRORS_SCHEMA
-from heterospec.replay.validation.against_serving import REPLAYED_SCHEMA as SERVING_REPLAYED_SCHEMA
-from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
-from heterospec.replay.validation.against_collect import AGGREGATE_SCHEMA, VALIDATION_SCHEMA
+from heterospec.replay.profiles.measured import MEASURED_FIT_SCHEMA
+from heterospec.replay.validation.against_serving import SERVING_OUTPUTS_SCHEMA
+from heterospec.replay.validation.against_serving import SERVING_VALIDATION_SCHEMA
+from heterospec.replay.validation.against_serving import SERVING_ERRORS_SCHEMA
+from heterospec.replay.validation.against_serving import SERVING_REPLAYED_SCHEMA
+from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
+from heterospec.replay.validation.against_collect import REPLAY_VALIDATION_AGGREGATE_SCHEMA, REPLAY_VALIDATION_SCHEMA
 from heterospec.report.sources import PAPER_TABLE3_SCHEMA
-from heterospec.report.sweep import POINTS_SCHEMA
+from heterospec.report.sweep import SWEEP_POINTS_SCHEMA
 from heterospec.report.tau_sweep import TAU_SWEEP_SCHEMA
 from heterospec.store import write_parquet
 from heterospec.store.catalog import SUMMARIES, TABLES, build, query
@@ -38,13 +38,13 @@ from heterospec.store.machines import MACHINES_SCHEMA
 
 # each catalogue table's schema: the real one its stage writes
 SCHEMAS = {"evaluations": EVALUATION_SCHEMA, "model_quality": MODEL_QUALITY_SCHEMA,
-           "quantize_quality": QUANTIZE_QUALITY_SCHEMA, "hls_perf": PERF_SCHEMA, "hls_breakdown": BREAKDOWN_SCHEMA,
-           "hls_resources": RESOURCES_SCHEMA, "hls_csim": CSIM_SCHEMA, "kvmu_synth": KVMU_SYNTH_SCHEMA,
+           "quantize_quality": QUANTIZE_QUALITY_SCHEMA, "hls_perf": HLS_PERF_SCHEMA, "hls_breakdown": HLS_BREAKDOWN_SCHEMA,
+           "hls_resources": HLS_RESOURCES_SCHEMA, "hls_csim": HLS_CSIM_SCHEMA, "kvmu_synth": KVMU_SYNTH_SCHEMA,
            "machines": MACHINES_SCHEMA,
-           "replay_results": RESULTS_SCHEMA, "replay_artifact": ARTIFACT_SCHEMA, "replay_validation": VALIDATION_SCHEMA,
-           "replay_validation_aggregate": AGGREGATE_SCHEMA,
-           "measured_fit": FIT_SCHEMA, "dfvg_generations": GENERATIONS_SCHEMA, "dfvg_rounds": ROUNDS_SCHEMA,
-           "dfvg_replay": DFVG_REPLAY_SCHEMA, "sweep_points": POINTS_SCHEMA, "paper_table3": PAPER_TABLE3_SCHEMA,
+           "replay_results": REPLAY_RESULTS_SCHEMA, "replay_artifact": ARTIFACT_REPLAY_SCHEMA, "replay_validation": REPLAY_VALIDATION_SCHEMA,
+           "replay_validation_aggregate": REPLAY_VALIDATION_AGGREGATE_SCHEMA,
+           "measured_fit": MEASURED_FIT_SCHEMA, "dfvg_generations": DFVG_GENERATIONS_SCHEMA, "dfvg_rounds": DFVG_ROUNDS_SCHEMA,
+           "dfvg_replay": DFVG_REPLAY_SCHEMA, "sweep_points": SWEEP_POINTS_SCHEMA, "paper_table3": PAPER_TABLE3_SCHEMA,
            "tau_sweep": TAU_SWEEP_SCHEMA, "load_requests": LOAD_REQUESTS_SCHEMA, "load_points": LOAD_POINTS_SCHEMA,
            "load_capacity": LOAD_CAPACITY_SCHEMA,
            **{f"collect_{k}": v for k, v in COLLECT_TABLES.items()},

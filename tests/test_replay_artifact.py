@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay.artifact.replays import REPLAY_SCHEMA, replay_table
+from heterospec.replay.artifact.replays import ARTIFACT_REPLAY_SCHEMA, replay_table
 from heterospec.replay.artifact.importer import import_traces
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -68,7 +68,7 @@ def test_v12_gaokao_mean_matches_simulator_reference():
     mean = sum(lat) / len(lat)
     assert mean == pytest.approx(want, rel=1e-3)      # the brief's 0.1 %
     assert mean == pytest.approx(want, rel=1e-9)      # in fact exact up to rounding
-    assert t.schema.equals(REPLAY_SCHEMA, check_metadata=True)
+    assert t.schema.equals(ARTIFACT_REPLAY_SCHEMA, check_metadata=True)
 
 
 @needs_shared
@@ -177,4 +177,4 @@ def test_v12_hand_worked_synthetic_with_backtrack(tmp_path):
 
 def test_unknown_semantics(tmp_path):
     with pytest.raises(UserError, match="unknown replay semantics"):
-        replay_table(REPLAY_SCHEMA.empty_table(), semantics="v10")
+        replay_table(ARTIFACT_REPLAY_SCHEMA.empty_table(), semantics="v10")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from heterospec.errors import UserError
 from heterospec.replay.grid.simulate import simulate
-from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
 from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
 from heterospec.replay.simulator.des import simulate_problem
 from heterospec.replay.simulator.engines import FastEngine, run_fast
@@ -19,7 +19,7 @@ from heterospec.replay.simulator.system import Ctx, SystemParams
 from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.profiles.registry import get_profile
 from heterospec.replay.schedules import get_schedule, schedule_names
-from heterospec.replay.simulator.steps import CALLS_SCHEMA, STEPS_SCHEMA, steps_from_calls
+from heterospec.replay.simulator.steps import MODEL_CALLS_SCHEMA, REPLAY_STEPS_SCHEMA, steps_from_calls
 from heterospec.replay.artifact.event_steps import steps_from_events
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -226,7 +226,7 @@ def test_registry_errors_and_table():
         simulate([prob], [system()], ["sequential"], engine="warp")
     assert set(SCHEDULES) <= set(schedule_names())
     t = simulate([prob], [system(), replace(system(), name="gpu3")], ["sequential", "hetero"])
-    assert t.num_rows == 4 and t.schema.equals(RESULTS_SCHEMA, check_metadata=True)
+    assert t.num_rows == 4 and t.schema.equals(REPLAY_RESULTS_SCHEMA, check_metadata=True)
 
 
 def test_system_params_from_a_typed_system():
@@ -256,14 +256,14 @@ def test_steps_from_calls():
         dict(step_idx=1, role="target", phase="decode", tokens_in=0, tokens_out=15, kv_len=32, outcome="rescue"),
     ]
     rows = [dict(c, dataset="synthetic", problem="0", call_idx=i, wall_ms=None) for i, c in enumerate(calls)]
-    steps = steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA))
+    steps = steps_from_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA))
     got = steps.select(["outcome", "draft_tokens", "target_tokens", "kv_verify", "kv_target", "path_tokens",
                         "prompt_tokens"]).to_pylist()
     assert got == [dict(outcome="accept", draft_tokens=12, target_tokens=0, kv_verify=0, kv_target=0,
                         path_tokens=12, prompt_tokens=20),
                    dict(outcome="rescue", draft_tokens=9, target_tokens=15, kv_verify=12, kv_target=12,
                         path_tokens=27, prompt_tokens=20)]
-    assert steps.schema.equals(STEPS_SCHEMA, check_metadata=True)
+    assert steps.schema.equals(REPLAY_STEPS_SCHEMA, check_metadata=True)
 
 
 @pytest.mark.skipif(not GAOKAO.is_dir(), reason=f"{GAOKAO} absent (shared artifact traces)")

@@ -10,11 +10,11 @@ from hypothesis import given, settings, strategies as st
 from heterospec.config import compose_config
 from heterospec.config.hardware import System
 from heterospec.errors import UserError
-from heterospec.replay.profiles.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
+from heterospec.replay.profiles.measured import MEASURED_FIT_SCHEMA, MeasuredProfile, fit_calls
 from heterospec.replay.profiles.registry import get_profile
 from heterospec.replay.profiles.roofline import Roofline
 from heterospec.replay.profiles.role_shapes import PUBLISHED
-from heterospec.replay.simulator.steps import CALLS_SCHEMA
+from heterospec.replay.simulator.steps import MODEL_CALLS_SCHEMA
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def synthetic_calls(n_problems=60, noise=0.03, seed=0) -> pa.Table:
     for r in rows:
         ms = true.call(r["role"], r["phase"], r["kv_len"], r["tokens_out"] if r["phase"] == "decode" else r["tokens_in"])
         r["wall_ms"] = ms * float(rng.lognormal(0.0, noise))
-    return pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)
 
 
 def test_measured_fit_recovers_known_coefficients():
@@ -163,9 +163,9 @@ def test_measured_fit_errors_are_one_line():
     for r in rows:
         if (r["role"], r["phase"]) == ("draft", "decode"):
             r["wall_ms"] = 50.0 - 2.0 * r["tokens_out"]
-    fit = {(r["role"], r["phase"]): r for r in fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)).to_pylist()}
+    fit = {(r["role"], r["phase"]): r for r in fit_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)).to_pylist()}
     assert min(fit[("draft", "decode")]["coefficients"]) >= 0
-    assert MeasuredProfile.from_fit(pa.Table.from_pylist(list(fit.values()), schema=FIT_SCHEMA)).draft_decode(900, 500) > 0
+    assert MeasuredProfile.from_fit(pa.Table.from_pylist(list(fit.values()), schema=MEASURED_FIT_SCHEMA)).draft_decode(900, 500) > 0
     # a fit file edited by hand: one line when a call would cost less than nothing
     prof = MeasuredProfile({**TRUE, ("target", "decode"): [-5.0, 1.0, 0.0, 0.0]})
     with pytest.raises(UserError, match="negative"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from heterospec.errors import UserError
-from heterospec.replay.artifact.importer import (EVENTS_SCHEMA, TARGET_EVENTS_SCHEMA, detect_format, import_traces,
+from heterospec.replay.artifact.importer import (ARTIFACT_TRACE_EVENTS_SCHEMA, ARTIFACT_TARGET_EVENTS_SCHEMA, detect_format, import_traces,
                                         read_events, read_target_events)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -58,7 +58,7 @@ def test_both_formats_detected_and_normalised(tmp_path):
     write(tmp_path, "with_bt/math500/example_0.json", v12_doc())
     write(tmp_path, "no_bt/math500/example_0.json", v11_doc())
     r = import_traces(tmp_path)
-    assert r.events.schema.equals(EVENTS_SCHEMA, check_metadata=True)
+    assert r.events.schema.equals(ARTIFACT_TRACE_EVENTS_SCHEMA, check_metadata=True)
     rows = r.events.to_pylist()
     by = {(x["format"], x["event_idx"]): x for x in rows}
     assert {x["format"] for x in rows} == {"v11", "v12"}
@@ -96,7 +96,7 @@ def test_parquet_roundtrip(tmp_path):
     r.write(tmp_path / "ev.parquet", tmp_path / "te.parquet")
     assert read_events(tmp_path / "ev.parquet").equals(r.events)
     assert read_target_events(tmp_path / "te.parquet").num_rows == r.target_events.num_rows
-    assert r.target_events.schema.names == TARGET_EVENTS_SCHEMA.names
+    assert r.target_events.schema.names == ARTIFACT_TARGET_EVENTS_SCHEMA.names
 
 
 def _broken(doc_fn, mutate):

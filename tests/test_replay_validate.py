@@ -16,7 +16,7 @@ from heterospec.replay.simulator.problem import TracedProblem
 from heterospec.replay.simulator.system import Ctx, SystemParams
 from heterospec.replay.profiles.measured import MeasuredProfile, features, fit_calls, fit_overheads, lad
 from heterospec.replay.profiles.registry import get_profile
-from heterospec.replay.simulator.steps import CALLS_SCHEMA, steps_from_calls
+from heterospec.replay.simulator.steps import MODEL_CALLS_SCHEMA, steps_from_calls
 
 
 def cpu3(yields=None):
@@ -155,7 +155,7 @@ def test_steps_from_calls_brsd_backtrack():
             c(8, 1, "prm", "score", 14, 0, 20, "backtrack"),
             c(9, 2, "draft", "decode", 0, 8, 34, "rescue"), c(10, 2, "prm", "score", 8, 0, 34, "rescue"),
             c(11, 2, "target", "decode", 0, 10, 34, "rescue")]         # RSD-style: not scored
-    s = steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)).to_pylist()
+    s = steps_from_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)).to_pylist()
     assert [(r["outcome"], r["rescue_tokens"], r["kv_target"], r["target_tokens"], r["rollback_tokens"],
              r["target_scored"]) for r in s] == [("accept", 0, 0, 0, 0, True), ("backtrack", 11, 0, 14, 12, True),
                                                   ("rescue", 0, 14, 10, 0, False)]
@@ -222,11 +222,11 @@ def test_fit_calls_is_robust_and_positive():
                                           ("target", "decode", 0, n, 1.3 * n)]:
             rows.append(dict(dataset="d", problem=str(i), step_idx=0, call_idx=len(rows), role=role, phase=phase,
                              tokens_in=tin, tokens_out=tout, kv_len=kv, outcome="accept", wall_ms=w * slow))
-    fit = {(r["role"], r["phase"]): r for r in fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)).to_pylist()}
+    fit = {(r["role"], r["phase"]): r for r in fit_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)).to_pylist()}
     assert fit[("draft", "decode")]["coefficients"][1] == pytest.approx(0.9, rel=0.05)
     assert fit[("target", "decode")]["mape"] < 0.2
-    t = pa.Table.from_pylist(rows, schema=CALLS_SCHEMA).to_pydict()   # mean-unbiased: predicted sums = measured
-    prof = MeasuredProfile.from_fit(fit_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    t = pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA).to_pydict()   # mean-unbiased: predicted sums = measured
+    prof = MeasuredProfile.from_fit(fit_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)))
     drafts = [(n, kv, w) for r, n, kv, w in zip(t["role"], t["tokens_out"], t["kv_len"], t["wall_ms"]) if r == "draft"]
     assert sum(prof._ms("draft", "decode", n, kv) for n, kv, _ in drafts) == pytest.approx(
         sum(w for *_, w in drafts), rel=1e-6)
@@ -274,7 +274,7 @@ def test_validation_with_repeats_takes_each_problems_fastest_repeat(tmp_path):
     lat = min_latency({("brsd", "sequential", "d", "a"): 10.0, ("brsd", "sequential", "d", "b"): 11.0}, reps)
     assert lat == pytest.approx({("brsd", "sequential", "d", "a"): 10.0, ("brsd", "sequential", "d", "b"): 9.0})
     (tmp_path / "collect").mkdir()
-    fit = {(r["role"], r["phase"]): r for r in fit_table({("brsd", "sequential"): CALLS_SCHEMA.empty_table()},
+    fit = {(r["role"], r["phase"]): r for r in fit_table({("brsd", "sequential"): MODEL_CALLS_SCHEMA.empty_table()},
                                                          root=tmp_path / "collect", latency=lat,
                                                          repeats=reps).to_pylist()}
     assert (fit["draft", "decode"]["calls"], fit["draft", "decode"]["wall_ms_mean"]) == (2, pytest.approx(6.5))
@@ -289,7 +289,7 @@ def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_b
     """repeat_spread worked by hand; replay_validation_summary's mean_bias_pct (signed), noise_floor_pct,
     schedule_only_mae_pct and the aggregate errors beside them; replay_schedule_only per executor."""
     import duckdb
-    from heterospec.replay.validation.against_collect import AGGREGATE_SCHEMA, VALIDATION_SCHEMA, aggregates
+    from heterospec.replay.validation.against_collect import REPLAY_VALIDATION_AGGREGATE_SCHEMA, REPLAY_VALIDATION_SCHEMA, aggregates
     from heterospec.replay.validation.noise import repeat_spread
     from heterospec.store import write_parquet
     from heterospec.store.catalog import build
@@ -305,9 +305,9 @@ def test_noise_floor_is_the_spread_of_repeats_and_the_view_reports_it_with_the_b
                 draft_pace=0.8, schedule_only_ms=9.5),
            dict(base, executor="step_ahead", problem="a", measured_ms=8.0, predicted_ms=8.4, rel_error=0.05,
                 repeat_spread=None, draft_pace=None, schedule_only_ms=None)]
-    write_parquet(val, tmp_path / "results" / "r" / "replay" / "validation.parquet", VALIDATION_SCHEMA)
+    write_parquet(val, tmp_path / "results" / "r" / "replay" / "validation.parquet", REPLAY_VALIDATION_SCHEMA)
     agg = aggregates(val)
-    write_parquet(agg, tmp_path / "results" / "r" / "replay" / "validation_aggregate.parquet", AGGREGATE_SCHEMA)
+    write_parquet(agg, tmp_path / "results" / "r" / "replay" / "validation_aggregate.parquet", REPLAY_VALIDATION_AGGREGATE_SCHEMA)
     build(tmp_path / "cat.duckdb", tmp_path)
     con = duckdb.connect(str(tmp_path / "cat.duckdb"), read_only=True)
     con.execute(f"SET file_search_path = '{tmp_path}'")
@@ -365,7 +365,7 @@ def test_rounds_fit_prices_rounds_and_keeps_speculative_calls_out_of_the_plain_f
                      dict(role="target", phase="decode", tokens_in=1, tokens_out=4 + i % 2, kv_len=10 * i,
                           wall_ms=target_ms)]
         return pa.Table.from_pylist([dict(r, dataset="d", problem="p", step_idx=0, call_idx=k, outcome="rescue")
-                                     for k, r in enumerate(rows)], schema=CALLS_SCHEMA)
+                                     for k, r in enumerate(rows)], schema=MODEL_CALLS_SCHEMA)
     fit = {(r["role"], r["phase"]): r for r in fit_table(
         {("brsd", "sequential"): calls(8.0), ("brsd_sd", "sequential"): calls(100.0)},
         rounds={("brsd_sd", "sequential"): (rounds, call_ms)}).to_pylist()}
@@ -383,9 +383,9 @@ def test_a_validation_file_of_the_older_schema_is_one_line_naming_it(tmp_path):
     """A results tree validated before replay_validation/v3 (no repeat_spread, no schedule_only_ms): the catalogue
     says which files to rebuild instead of failing in DuckDB's binder."""
     import pyarrow.parquet as pq
-    from heterospec.replay.validation.against_collect import VALIDATION_SCHEMA
+    from heterospec.replay.validation.against_collect import REPLAY_VALIDATION_SCHEMA
     from heterospec.store.catalog import build
-    v1 = pa.schema([f for f in VALIDATION_SCHEMA if f.name not in ("repeat_spread", "schedule_only_ms")],
+    v1 = pa.schema([f for f in REPLAY_VALIDATION_SCHEMA if f.name not in ("repeat_spread", "schedule_only_ms")],
                    metadata={b"heterospec.schema": b"replay_validation/v1"})
     path = tmp_path / "results" / "r" / "replay" / "validation.parquet"
     path.parent.mkdir(parents=True)
@@ -423,7 +423,7 @@ def test_draft_pace_is_each_jobs_draft_time_per_token_over_its_executors_jobs():
         rows += [dict(role="target", phase="decode", tokens_in=1, tokens_out=n, kv_len=0, wall_ms=99.0),
                  dict(role="draft", phase="prefill", tokens_in=9, tokens_out=0, kv_len=0, wall_ms=99.0)]
         return pa.Table.from_pylist([dict(r, dataset="d", problem="p", step_idx=0, call_idx=k, outcome="accept")
-                                     for k, r in enumerate(rows)], schema=CALLS_SCHEMA)
+                                     for k, r in enumerate(rows)], schema=MODEL_CALLS_SCHEMA)
     jobs = {("rsd", "sequential"): job(1.0), ("brsd", "sequential"): job(2.0, n=8),
             ("rsd", "step_ahead"): job(3.0), ("brsd", "step_ahead"): job(3.0, n=2)}
     assert draft_pace(jobs) == pytest.approx({("rsd", "sequential"): 1 / 1.5, ("brsd", "sequential"): 2 / 1.5,
@@ -478,7 +478,7 @@ def test_schedule_only_replays_a_sequential_run_at_its_own_call_times():
             _call(8, 1, "prm", "score", 14, 0, 20, 9.0, "backtrack"),
             _call(9, 2, "draft", "decode", 0, 8, 34, 10.0, "rescue"), _call(10, 2, "prm", "score", 8, 0, 34, 11.0),
             _call(11, 2, "target", "decode", 0, 10, 34, 12.0, "rescue")]          # RSD-style: not scored
-    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)))
     tt = TraceTimes(prob, rows, _zero_fit(prm_dispatch=0.5, problem=2.0))
     m, _ = simulate_problem(prob, "sequential", Ctx(tt, replace(cpu3({}), link_bandwidth_gbs=float("inf"),
                                                                 link_latency_us=0.0)))
@@ -500,7 +500,7 @@ def test_sequential_draft_takes_a_scored_rescue_in_after_its_verdict():
             _call(6, 1, "prm", "score", 7, 0, 15, 3.0, "rescue"),                   # the rescue scored
             _call(7, 2, "draft", "prefill", 7, 0, 16, 2.0),                          # its feed into the draft
             _call(8, 2, "draft", "decode", 0, 4, 22, 3.0), _call(9, 2, "prm", "score", 4, 0, 22, 1.0)]
-    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)))
     assert prob.outcome == ["accept", "rescue", "accept"] and prob.scored[1]
     tt = TraceTimes(prob, rows, _zero_fit())
     system = replace(cpu3({}), link_bandwidth_gbs=float("inf"), link_latency_us=0.0)
@@ -523,7 +523,7 @@ def test_schedule_only_step_ahead_overlaps_the_next_draft_with_the_verdict():
             _call(1, 0, "draft", "decode", 0, 5, 10, 4.0), _call(2, 0, "prm", "score", 15, 0, 0, 3.0),
             _call(3, 1, "draft", "prefill", 1, 0, 14, 0.5), _call(4, 1, "draft", "decode", 0, 5, 15, 6.0),
             _call(5, 1, "prm", "score", 20, 0, 0, 2.0)]
-    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=CALLS_SCHEMA)))
+    (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)))
     for yields in ({}, {"target": "prm"}):
         tt = TraceTimes(prob, rows, _zero_fit())
         system = replace(cpu3(yields), link_bandwidth_gbs=float("inf"), link_latency_us=0.0)

@@ -99,17 +99,17 @@ def test_paper_table3_without_the_artifact_is_empty_and_a_bad_file_is_one_line(t
 
 
 def test_replay_results_view_holds_the_artifacts_and_our_replays(tmp_path):
-    from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+    from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
     from heterospec.store.catalog import build, query
     from heterospec.store.parquet import write_parquet
-    row = {f.name: (0 if pa_int(f) else 0.0 if pa_float(f) else "x") for f in RESULTS_SCHEMA}
+    row = {f.name: (0 if pa_int(f) else 0.0 if pa_float(f) else "x") for f in REPLAY_RESULTS_SCHEMA}
     db = tmp_path / "results" / "heterospec.duckdb"
     write_parquet([dict(row, run="a", trace_set="ours_brsd")], tmp_path / "results/a/report/replay_ours.parquet",
-                  RESULTS_SCHEMA)
+                  REPLAY_RESULTS_SCHEMA)
     build(db, tmp_path)      # only ours: the view exists without the artifact's replay
     assert query(db, "SELECT trace_set FROM replay_results")[1] == [("ours_brsd",)]
     write_parquet([dict(row, run="b", trace_set="with_bt")], tmp_path / "results/b/replay/results.parquet",
-                  RESULTS_SCHEMA)
+                  REPLAY_RESULTS_SCHEMA)
     build(db, tmp_path)
     assert query(db, "SELECT run, trace_set FROM replay_results ORDER BY run")[1] == [("a", "ours_brsd"),
                                                                                       ("b", "with_bt")]

@@ -27,7 +27,7 @@ from heterospec.errors import UserError
 from heterospec.models.batching import feed_batch
 from heterospec.models.prefix_cache import PrefixCache
 from heterospec.reasoning.serving_schemas import TABLES
-from heterospec.replay.validation.against_serving import (OUTPUTS_SCHEMA, VALIDATION_SCHEMA, host_ms, load_summary, outputs,
+from heterospec.replay.validation.against_serving import (SERVING_OUTPUTS_SCHEMA, SERVING_VALIDATION_SCHEMA, host_ms, load_summary, outputs,
                                                reference_tables, validate)
 from heterospec.serve import check_kv_room, run_stage
 from heterospec.store import read_parquet
@@ -80,7 +80,7 @@ def served(trained_models, tmp_path_factory):
 
 def test_served_requests_reason_as_the_sequential_executor(served):
     cfg, paths, tables = served
-    rows = read_parquet(paths.serving_outputs, OUTPUTS_SCHEMA).to_pylist()
+    rows = read_parquet(paths.serving_outputs, SERVING_OUTPUTS_SCHEMA).to_pylist()
     assert len(rows) == 2 * 2 * 6
     for r in rows:
         assert (r["identical_answer"], r["identical_output"], r["identical_steps"], r["identical_verdicts"],
@@ -156,7 +156,7 @@ def test_load_points_interleave_and_are_summarised(served):
              for r in req}
     assert times[(0, 0)] == times[(0, 1)] and times[(1, 0)] == times[(1, 1)]
     assert times[(1, 0)][-1] == pytest.approx(times[(0, 0)][-1] / 8)
-    rows = read_parquet(paths.serving_validation, VALIDATION_SCHEMA).to_pylist()
+    rows = read_parquet(paths.serving_validation, SERVING_VALIDATION_SCHEMA).to_pylist()
     for v in rows:
         mine = [r for r in req if (r["load_index"], r["repeat"]) == (v["load_index"], v["repeat"])]
         got = load_summary([r["arrival_s"] for r in mine], [r["finish_s"] for r in mine])
@@ -169,7 +169,7 @@ def test_replayed_beside_measured(served):
     """The load replay ran on every load point's arrivals: at 8 times the unloaded rate it queues longer than at 1."""
     _, paths, _ = served
     rows = {(r["load_index"], r["repeat"]): r for r in
-            read_parquet(paths.serving_validation, VALIDATION_SCHEMA).to_pylist()}
+            read_parquet(paths.serving_validation, SERVING_VALIDATION_SCHEMA).to_pylist()}
     assert len(rows) == 4 and all(r["replayed_p50_s"] > 0 and r["replayed_throughput"] > 0 for r in rows.values())
     assert {(r["system"], r["schedule"], r["profile"]) for r in rows.values()} == {("cpu3", "sequential", "measured")}
     assert rows[(1, 0)]["replayed_p90_s"] > rows[(0, 0)]["replayed_p90_s"]
@@ -349,7 +349,7 @@ def test_serving_load_view_judges_the_harrell_davis_quantiles_and_the_spread(tmp
     of those quantiles below 5 %; the sample quantiles are reported beside and do not decide. Load 0 passes; load 1
     misses only by its P90's spread (6 %); load 2 only by a sample P50 error of 30 %, which does not count."""
     import duckdb
-    from heterospec.replay.validation.against_serving import ERRORS_SCHEMA, VALIDATION_SCHEMA
+    from heterospec.replay.validation.against_serving import SERVING_ERRORS_SCHEMA, SERVING_VALIDATION_SCHEMA
     from heterospec.store import write_parquet
     from heterospec.store.catalog import build
     keys = dict(run="r", dataset="d", algorithm="brsd")
@@ -368,8 +368,8 @@ def test_serving_load_view_judges_the_harrell_davis_quantiles_and_the_spread(tmp
             err.append(dict(keys, load_index=li, load=float(li + 1), statistic=stat, repeats=2, requests=200,
                             measured=1.0, replayed=1.0 + e, rel_error=e, ci_low=e - 0.01, ci_high=e + 0.01,
                             spread=spread))
-    write_parquet(val, tmp_path / "results" / "r" / "serving" / "validation.parquet", VALIDATION_SCHEMA)
-    write_parquet(err, tmp_path / "results" / "r" / "serving" / "errors.parquet", ERRORS_SCHEMA)
+    write_parquet(val, tmp_path / "results" / "r" / "serving" / "validation.parquet", SERVING_VALIDATION_SCHEMA)
+    write_parquet(err, tmp_path / "results" / "r" / "serving" / "errors.parquet", SERVING_ERRORS_SCHEMA)
     build(tmp_path / "cat.duckdb", tmp_path)
     con = duckdb.connect(str(tmp_path / "cat.duckdb"), read_only=True)
     con.execute(f"SET file_search_path = '{tmp_path}'")

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from heterospec.text_table import format_table
 from heterospec.dfvg.methods import open_pair, prompts, run_method
 from heterospec.speculative.strategies import Chain, Tree
-from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import DFVG_GENERATIONS_SCHEMA, DFVG_ROUNDS_SCHEMA
 from heterospec.paths import RunPaths
 
 
@@ -117,8 +117,8 @@ def bench(cfg: DictConfig, paths: RunPaths, overrides: list[str], repeats: int =
 
     # 3. replay
     from heterospec.dfvg.replay import replay, summary
-    rounds = pa.Table.from_pylist([r for s in cfg.dfvg.strategies for r in results[s][1]], schema=ROUNDS_SCHEMA)
-    gens = pa.Table.from_pylist(results["target_greedy"][0], schema=GENERATIONS_SCHEMA)
+    rounds = pa.Table.from_pylist([r for s in cfg.dfvg.strategies for r in results[s][1]], schema=DFVG_ROUNDS_SCHEMA)
+    gens = pa.Table.from_pylist(results["target_greedy"][0], schema=DFVG_GENERATIONS_SCHEMA)
     perf = paths.hls_perf if "hls" in cfg.dfvg.replay.profiles else None
     srows = summary(replay(rounds, gens, cfg, cfg.name, perf))
     r = cfg.dfvg.replay

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from heterospec.config import compose_config
 from heterospec.errors import UserError
-from heterospec.hls.perf_table import PERF_SCHEMA
+from heterospec.hls.perf_table import HLS_PERF_SCHEMA
 from heterospec.hls.tables import model_tables
 from heterospec.paths import RunPaths
 
@@ -19,7 +19,7 @@ from heterospec.paths import RunPaths
 def perf_table(overrides: list[str], design: str) -> pa.Table:
     """The HLS perf table of one hls config (no weights needed: the reference models' rows)."""
     ov = [o for o in overrides if not o.startswith("hls=")] + [f"hls={design}"]
-    return pa.Table.from_pylist(model_tables(compose_config(ov), None)[0], schema=PERF_SCHEMA)
+    return pa.Table.from_pylist(model_tables(compose_config(ov), None)[0], schema=HLS_PERF_SCHEMA)
 
 
 def _shift(t: pa.Table, cols: list[str], offset: int) -> pa.Table:
@@ -32,14 +32,14 @@ def _shift(t: pa.Table, cols: list[str], offset: int) -> pa.Table:
 def dfvg_sweep(cfg, paths: RunPaths, overrides: list[str], designs: list[str], offsets: list[int]) -> list[dict]:
     """Per design x context offset x strategy: tokens/s of FPGA+GPU and GPU-only, and their ratio."""
     from heterospec.dfvg.replay import replay
-    from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, ROUNDS_SCHEMA
+    from heterospec.dfvg.schemas import DFVG_GENERATIONS_SCHEMA, DFVG_ROUNDS_SCHEMA
     from heterospec.store import read_parquet
     missing = [p for p in [paths.dfvg_generations("target_greedy"), *map(paths.dfvg_rounds, cfg.dfvg.strategies)]
                if not p.exists()]
     if missing:
         raise UserError(f"{missing[0]}: no DFVG rounds; run the dfvg experiment's collect stage first")
-    rounds = pa.concat_tables([read_parquet(paths.dfvg_rounds(s), ROUNDS_SCHEMA) for s in cfg.dfvg.strategies])
-    gens = read_parquet(paths.dfvg_generations("target_greedy"), GENERATIONS_SCHEMA)
+    rounds = pa.concat_tables([read_parquet(paths.dfvg_rounds(s), DFVG_ROUNDS_SCHEMA) for s in cfg.dfvg.strategies])
+    gens = read_parquet(paths.dfvg_generations("target_greedy"), DFVG_GENERATIONS_SCHEMA)
     rcfg = compose_config([*overrides, "dfvg.replay.profiles=[hls]"])
     out = []
     for design in designs:

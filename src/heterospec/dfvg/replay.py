@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from heterospec.config import compose_config
 from heterospec.config.hardware import System, device, link_of
-from heterospec.dfvg.schemas import REPLAY_SCHEMA
+from heterospec.dfvg.schemas import DFVG_REPLAY_SCHEMA
 from heterospec.errors import UserError
 from heterospec.replay.simulator.engines import FastEngine
 from heterospec.replay.simulator.system import SystemParams
@@ -74,7 +74,7 @@ def replay(rounds: pa.Table, generations: pa.Table, cfg: Any, run: str = "", per
                     eng.run("target", costs.decode(g["prompt_tokens"], g["new_tokens"]), [pre], kind="decode")
                     rows.append(_row(run, "plain", "plain", profile_name, rcfg.models, pid, 0, g["new_tokens"],
                                      eng.tally, sysp, False, dict(discarded_draft_ms=0.0, guess_hits=0)))
-    return pa.Table.from_pylist(rows, schema=REPLAY_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=DFVG_REPLAY_SCHEMA)
 
 
 def _row(run, strategy, design, profile, priced_as, pid, n_rounds, tokens, tally, sysp, has_fpga, extra) -> dict:

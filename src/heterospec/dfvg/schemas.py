@@ -6,7 +6,7 @@ import pyarrow as pa
 from heterospec.speculative.rounds import round_fields
 from heterospec.store.parquet import versioned
 
-ROUNDS_SCHEMA = versioned("dfvg_rounds", 1, [
+DFVG_ROUNDS_SCHEMA = versioned("dfvg_rounds", 1, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("models", pa.string(), nullable=False),           # models config name of the pair
     *round_fields("strategy", nullable=False),
@@ -18,7 +18,7 @@ ROUNDS_SCHEMA = versioned("dfvg_rounds", 1, [
                   "round_ms", nullable=False),
 ])
 
-GENERATIONS_SCHEMA = versioned("dfvg_generations", 1, [
+DFVG_GENERATIONS_SCHEMA = versioned("dfvg_generations", 1, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("models", pa.string(), nullable=False),
     pa.field("method", pa.string(), nullable=False),           # a strategy, target_greedy or hf_assisted
@@ -33,7 +33,7 @@ GENERATIONS_SCHEMA = versioned("dfvg_generations", 1, [
     pa.field("token_ids", pa.list_(pa.int32()), nullable=False),   # the new tokens, eos included
 ])
 
-REPLAY_SCHEMA = versioned("dfvg_replay", 1, [
+DFVG_REPLAY_SCHEMA = versioned("dfvg_replay", 1, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("strategy", pa.string(), nullable=False),         # the traces' strategy ("plain" rows: target only)
     pa.field("design", pa.string(), nullable=False),           # fpga_gpu | gpu_only | plain

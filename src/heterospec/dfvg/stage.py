@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from heterospec import stage
 from heterospec.dfvg.methods import METHODS, open_pair, prompts, run_method, strategy
 from heterospec.speculative.strategies import STRATEGIES
-from heterospec.dfvg.schemas import GENERATIONS_SCHEMA, REPLAY_SCHEMA, ROUNDS_SCHEMA
+from heterospec.dfvg.schemas import DFVG_GENERATIONS_SCHEMA, DFVG_REPLAY_SCHEMA, DFVG_ROUNDS_SCHEMA
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.store import read_parquet, write_parquet
@@ -33,10 +33,10 @@ def collect(cfg: DictConfig, paths: RunPaths, method: str, overrides: list[str])
     reference = None
     ref_path = paths.dfvg_generations("target_greedy")
     if method != "target_greedy" and cfg.dfvg.temperature == 0 and ref_path.exists():
-        reference = {r["prompt_id"]: r["token_ids"] for r in read_parquet(ref_path, GENERATIONS_SCHEMA).to_pylist()}
+        reference = {r["prompt_id"]: r["token_ids"] for r in read_parquet(ref_path, DFVG_GENERATIONS_SCHEMA).to_pylist()}
     gens, rounds = run_method(pair, cfg, method, items, reference)
-    write_parquet(rounds, paths.dfvg_rounds(method), ROUNDS_SCHEMA)        # empty for the baselines
-    write_parquet(gens, paths.dfvg_generations(method), GENERATIONS_SCHEMA)
+    write_parquet(rounds, paths.dfvg_rounds(method), DFVG_ROUNDS_SCHEMA)        # empty for the baselines
+    write_parquet(gens, paths.dfvg_generations(method), DFVG_GENERATIONS_SCHEMA)
     tok = sum(g["new_tokens"] for g in gens)
     wall = sum(g["wall_s"] for g in gens)
     line = f"[dfvg] {method}: {len(gens)} prompts, {tok} tokens, {wall:.2f} s ({tok / max(wall, 1e-9):.0f} tok/s)"
@@ -51,11 +51,11 @@ def collect(cfg: DictConfig, paths: RunPaths, method: str, overrides: list[str])
 def replay_run(cfg: DictConfig, paths: RunPaths) -> None:
     from heterospec.dfvg.replay import replay, summary
     from heterospec.text_table import format_table
-    rounds = pa.concat_tables([read_parquet(paths.dfvg_rounds(s), ROUNDS_SCHEMA) for s in cfg.dfvg.strategies])
-    gens = read_parquet(paths.dfvg_generations("target_greedy"), GENERATIONS_SCHEMA)
+    rounds = pa.concat_tables([read_parquet(paths.dfvg_rounds(s), DFVG_ROUNDS_SCHEMA) for s in cfg.dfvg.strategies])
+    gens = read_parquet(paths.dfvg_generations("target_greedy"), DFVG_GENERATIONS_SCHEMA)
     perf = paths.hls_perf if "hls" in cfg.dfvg.replay.profiles else None
     table = replay(rounds, gens, cfg, cfg.name, perf)
-    write_parquet(table, paths.dfvg_replay, REPLAY_SCHEMA)
+    write_parquet(table, paths.dfvg_replay, DFVG_REPLAY_SCHEMA)
     rows = summary(table)
     print(format_table(list(rows[0]), [tuple(r.values()) for r in rows]) if rows else "(no rounds)")
 

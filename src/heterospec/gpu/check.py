@@ -29,13 +29,13 @@ from heterospec.paths import EVAL_METHODS, ROLES, RunPaths
 from heterospec.store import versioned, write_parquet
 
 DATASET = "synthetic"
-DFVG_TAU_SCHEMA = versioned("gpu_check_dfvg_tau", 1, [
+GPU_CHECK_DFVG_TAU_SCHEMA = versioned("gpu_check_dfvg_tau", 1, [
     pa.field("run", pa.string()), pa.field("device", pa.string()), pa.field("strategy", pa.string()),
     pa.field("rounds", pa.int64()), pa.field("tau", pa.float64()), pa.field("acceptance", pa.float64()),
     pa.field("draft_efficiency", pa.float64()), pa.field("nodes", pa.float64()), pa.field("depth", pa.float64()),
     pa.field("draft_passes", pa.float64()),
 ])
-DFVG_WALL_SCHEMA = versioned("gpu_check_dfvg_wall", 1, [
+GPU_CHECK_DFVG_WALL_SCHEMA = versioned("gpu_check_dfvg_wall", 1, [
     pa.field("run", pa.string()), pa.field("device", pa.string()), pa.field("method", pa.string()),
     pa.field("tokens", pa.int64()), pa.field("wall_s", pa.float64()), pa.field("tok_per_s", pa.float64()),
     pa.field("speedup_vs_target", pa.float64()), pa.field("speedup_vs_hf_assisted", pa.float64()),
@@ -224,7 +224,7 @@ def run_bench(cfg, paths: RunPaths, overrides: list[str], device: str, prompts: 
     with open(printout, "w") as f, contextlib.redirect_stdout(Tee(f, sys.stdout)):
         tables = bench(cfg, paths, overrides, repeats, prompts)
     base = dict(run=cfg.name, device=device)
-    for name, schema in (("tau", DFVG_TAU_SCHEMA), ("wall", DFVG_WALL_SCHEMA)):
+    for name, schema in (("tau", GPU_CHECK_DFVG_TAU_SCHEMA), ("wall", GPU_CHECK_DFVG_WALL_SCHEMA)):
         cols, rows = tables[name]
         write_parquet([{**base, **dict(zip(cols, r))} for r in rows], paths.root / "dfvg" / f"bench_{name}.parquet",
                       schema)

@@ -12,7 +12,7 @@ from heterospec.errors import UserError
 from heterospec.ids import board_id, clock_khz, draft_model_id
 from heterospec.store.parquet import read_columns, versioned
 
-PERF_SCHEMA = versioned("hls_perf", 2, [
+HLS_PERF_SCHEMA = versioned("hls_perf", 2, [
     pa.field("run", pa.string()),
     pa.field("board", pa.string()),                  # heterospec.ids.board_id
     pa.field("clock_mhz", pa.float64()),             # the kernel clock the row was modelled at
@@ -59,7 +59,7 @@ def read_perf(path: str | Path) -> pa.Table:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no HLS performance table; run the hls stage first (or use profile roofline)")
-    return read_columns(path, [PERF_SCHEMA.field(c) for c in LOOKUP_COLUMNS])
+    return read_columns(path, [HLS_PERF_SCHEMA.field(c) for c in LOOKUP_COLUMNS])
 
 
 def perf_curve(table: pa.Table, key: PerfKey, where: str = "HLS perf table") -> PerfCurve:

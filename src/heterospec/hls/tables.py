@@ -14,7 +14,7 @@ from heterospec.hls.resources import closes, fit, fit_slrs, usage
 from heterospec.ids import board_id, draft_model_id
 from heterospec.store import versioned
 
-BREAKDOWN_SCHEMA = versioned("hls_breakdown", 2, [
+HLS_BREAKDOWN_SCHEMA = versioned("hls_breakdown", 2, [
     pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("clock_mhz", pa.float64()),
     pa.field("model", pa.string()), pa.field("context_len", pa.int32()),
     pa.field("component", pa.string()),  # serial: weights | stage_latency | vector | attention | token_overhead;
@@ -23,7 +23,7 @@ BREAKDOWN_SCHEMA = versioned("hls_breakdown", 2, [
 ])
 _RES = [pa.field(f"{r}{s}", t) for r in ("dsp", "lut", "ff", "bram36", "uram")
         for s, t in (("", pa.int64()), ("_available", pa.float64()), ("_util", pa.float64()))]
-RESOURCES_SCHEMA = versioned("hls_resources", 2, [
+HLS_RESOURCES_SCHEMA = versioned("hls_resources", 2, [
     pa.field("run", pa.string()), pa.field("board", pa.string()), pa.field("model", pa.string()),
     pa.field("design", pa.string()),
     pa.field("slr", pa.string()),                   # "device" (whole part, shell margin) or slr0, slr1, ...

@@ -16,7 +16,7 @@ from heterospec.models.role_manifest import read_manifest, record_training_machi
 from heterospec.paths import ROLES, RunPaths
 from heterospec.store import read_parquet, versioned, write_parquet
 
-QUALITY_SCHEMA = versioned("model_quality", 2, [
+MODEL_QUALITY_SCHEMA = versioned("model_quality", 2, [
     pa.field("run", pa.string()),
     pa.field("experiment", pa.string()),
     pa.field("models", pa.string()),
@@ -54,7 +54,7 @@ def quality_report(cfg, paths: RunPaths, overrides: list[str], out: Path, reuse:
     from heterospec.models.quality import evaluate_quality   # torch: only when a report is made
 
     if reuse and Path(out).exists():
-        return read_parquet(out, QUALITY_SCHEMA)
+        return read_parquet(out, MODEL_QUALITY_SCHEMA)
     manifests = {role: read_manifest(paths.model_manifest(role)) for role in ROLES}
     synthetic = dataset_config(cfg, "synthetic", overrides)
     n = synthetic.limit if cfg.eval_limit < 0 else min(cfg.eval_limit, synthetic.limit)
@@ -74,8 +74,8 @@ def quality_report(cfg, paths: RunPaths, overrides: list[str], out: Path, reuse:
     for m in manifests.values():   # the machines that trained the trio, also when another run trained it
         if m.get("source") == "train":
             record_training_machine(paths.root, cfg.name, m)
-    write_parquet([row], out, QUALITY_SCHEMA)
-    return read_parquet(out, QUALITY_SCHEMA)
+    write_parquet([row], out, MODEL_QUALITY_SCHEMA)
+    return read_parquet(out, MODEL_QUALITY_SCHEMA)
 
 
 def print_quality(table: pa.Table) -> None:

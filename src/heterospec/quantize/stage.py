@@ -32,7 +32,7 @@ def quantize_draft(cfg, paths: RunPaths, overrides: list[str], out: Path, qualit
     from heterospec.models.prompts import format_prompt
     from heterospec.models.role_manifest import read_manifest
     from heterospec.quantize.model import load_quantized_draft
-    from heterospec.quantize.w8a8_quality import QUALITY_SCHEMA, compare, print_quality
+    from heterospec.quantize.w8a8_quality import QUANTIZE_QUALITY_SCHEMA, compare, print_quality
     from heterospec.quantize.w8a8 import quantize_model, save_export
     from heterospec.tasks.synthetic import generate_problems, held_out_problems
 
@@ -67,8 +67,8 @@ def quantize_draft(cfg, paths: RunPaths, overrides: list[str], out: Path, qualit
                fp_weight_bytes=4 * sum(p.numel() for p in model.parameters()),
                meets_bar=res["accuracy_drop"] <= float(q.max_accuracy_drop))
     row["wall_s"] = time.time() - t0
-    write_parquet([row], quality_out, QUALITY_SCHEMA)
-    print_quality(read_parquet(quality_out, QUALITY_SCHEMA).to_pylist()[0])
+    write_parquet([row], quality_out, QUANTIZE_QUALITY_SCHEMA)
+    print_quality(read_parquet(quality_out, QUANTIZE_QUALITY_SCHEMA).to_pylist()[0])
     return row
 
 

@@ -15,7 +15,7 @@ from heterospec.grading import grade
 from heterospec.models.generate import greedy_generate_batch
 from heterospec.store import versioned
 
-QUALITY_SCHEMA = versioned("quantize_quality", 1, [
+QUANTIZE_QUALITY_SCHEMA = versioned("quantize_quality", 1, [
     pa.field("run", pa.string()),
     pa.field("experiment", pa.string()),
     pa.field("models", pa.string()),

@@ -25,7 +25,7 @@ _RUN = [
     pa.field("problem_id", pa.string()),
 ]
 
-CALLS_TRACE_SCHEMA = versioned("collect_calls", 3, _RUN + [
+COLLECT_CALLS_SCHEMA = versioned("collect_calls", 3, _RUN + [
     pa.field("step_idx", pa.int32()),        # the controller's step it served (collect_steps/v1)
     pa.field("step", pa.int32()),            # position on the reasoning path the call works on
     pa.field("attempt", pa.int32()),         # 0 draft proposal, 1 target rescue, 2 target at a backtrack anchor
@@ -46,14 +46,14 @@ CALLS_TRACE_SCHEMA = versioned("collect_calls", 3, _RUN + [
     pa.field("outcome", pa.string()),
 ])
 
-STEPS_TRACE_SCHEMA = versioned("collect_steps", 1, _RUN + [
+COLLECT_STEPS_SCHEMA = versioned("collect_steps", 1, _RUN + [
     pa.field("step_idx", pa.int32()),        # 0, 1, ... in the controller's order: one per draft proposal
     pa.field("position", pa.int32()),        # where on the reasoning path the draft proposed it
     pa.field("outcome", pa.string()),        # accept (the draft's step) | rescue (the target's) | backtrack
     pa.field("draft_score", pa.float64()),   # the PRM's reward for the draft's step
 ])
 
-PROBLEMS_SCHEMA = versioned("collect_problems", 1, _RUN + [
+COLLECT_PROBLEMS_SCHEMA = versioned("collect_problems", 1, _RUN + [
     pa.field("answer", pa.string()),         # reference answer
     pa.field("prediction", pa.string()),     # last \boxed{} of the output
     pa.field("correct", pa.bool_()),
@@ -72,7 +72,7 @@ PROBLEMS_SCHEMA = versioned("collect_problems", 1, _RUN + [
     pa.field("latency_s", pa.float64()),     # wall time from start until every device is idle
 ])
 
-KVMU_SCHEMA = versioned("collect_kvmu", 1, _RUN + [
+COLLECT_KVMU_SCHEMA = versioned("collect_kvmu", 1, _RUN + [
     pa.field("seq", pa.int32()),
     pa.field("t_ns", pa.int64()),            # from the problem's start
     pa.field("mode", pa.string()),           # initialisation | speculation | accept | rollback
@@ -82,7 +82,7 @@ KVMU_SCHEMA = versioned("collect_kvmu", 1, _RUN + [
     pa.field("reason", pa.string()),         # prompt | draft | step_ahead | prm | reject | backtrack | shadow_sync | host
 ])
 
-REPEATS_SCHEMA = versioned("collect_repeats", 1, _RUN + [
+COLLECT_REPEATS_SCHEMA = versioned("collect_repeats", 1, _RUN + [
     pa.field("repeat", pa.int32()),          # 0, 1, ...: the collect stage's rounds over its problems
     pa.field("step_idx", pa.int32()),        # the call's step (collect_steps/v1); -1 on the problem's row
     pa.field("role", pa.string()),           # draft | prm | target; controller: the whole problem
@@ -94,7 +94,7 @@ REPEATS_SCHEMA = versioned("collect_repeats", 1, _RUN + [
     pa.field("end_ns", pa.int64()),
 ])
 
-ROUNDS_TRACE_SCHEMA = versioned("collect_rounds", 1, _RUN + [
+COLLECT_ROUNDS_SCHEMA = versioned("collect_rounds", 1, _RUN + [
     # the speculative target call the round belongs to (its collect_calls/v3 row: same step_idx, role target, phase
     # decode, start_ns), with that call's step, attempt and outcome
     pa.field("step_idx", pa.int32()),
@@ -107,5 +107,5 @@ ROUNDS_TRACE_SCHEMA = versioned("collect_rounds", 1, _RUN + [
                   "draft_passes", "draft_ms", "verify_ms", "kv_target"),
 ])
 
-TABLES = {"calls": CALLS_TRACE_SCHEMA, "steps": STEPS_TRACE_SCHEMA, "problems": PROBLEMS_SCHEMA, "kvmu": KVMU_SCHEMA,
-          "repeats": REPEATS_SCHEMA, "rounds": ROUNDS_TRACE_SCHEMA}
+TABLES = {"calls": COLLECT_CALLS_SCHEMA, "steps": COLLECT_STEPS_SCHEMA, "problems": COLLECT_PROBLEMS_SCHEMA, "kvmu": COLLECT_KVMU_SCHEMA,
+          "repeats": COLLECT_REPEATS_SCHEMA, "rounds": COLLECT_ROUNDS_SCHEMA}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from heterospec.reasoning.collect_schemas import CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, STEPS_TRACE_SCHEMA
+from heterospec.reasoning.collect_schemas import COLLECT_CALLS_SCHEMA, COLLECT_PROBLEMS_SCHEMA, COLLECT_STEPS_SCHEMA
 from heterospec.store import versioned
 
 _RUN = [
@@ -36,7 +36,7 @@ def _collect_fields(schema: pa.Schema) -> list[pa.Field]:
     return [f for f in schema if f.name not in _COLLECT_RUN]
 
 
-REQUESTS_SCHEMA = versioned("serving_requests", 1, _RUN + _REQUEST + [
+SERVING_REQUESTS_SCHEMA = versioned("serving_requests", 1, _RUN + _REQUEST + [
     pa.field("sequence", pa.int32()),        # the run's place in the session (load points interleave with repeats)
     pa.field("arrivals", pa.string()),       # poisson | closed | timestamps
     pa.field("load", pa.float64()),          # serving.loads' value (a multiple of the unloaded rate; clients)
@@ -50,10 +50,10 @@ REQUESTS_SCHEMA = versioned("serving_requests", 1, _RUN + _REQUEST + [
     pa.field("prm_queue_s", pa.float64()),
     pa.field("target_queue_s", pa.float64()),
     # the collect's problem row; latency_s = finish_s - arrival_s
-    *_collect_fields(PROBLEMS_SCHEMA),
+    *_collect_fields(COLLECT_PROBLEMS_SCHEMA),
 ])
 
-CALLS_SCHEMA = versioned("serving_calls", 1, _RUN + _REQUEST + _collect_fields(CALLS_TRACE_SCHEMA) + [
+SERVING_CALLS_SCHEMA = versioned("serving_calls", 1, _RUN + _REQUEST + _collect_fields(COLLECT_CALLS_SCHEMA) + [
     pa.field("enqueued_ns", pa.int64()),     # its job joined the role's queue (from the request's arrival)
     pa.field("queued_ns", pa.int64()),       # from joining the queue to its first pass (its job's first call; else 0)
     pa.field("pass_first", pa.int64()),      # the role's passes (serving_passes.seq) it ran in, first and last
@@ -61,9 +61,9 @@ CALLS_SCHEMA = versioned("serving_calls", 1, _RUN + _REQUEST + _collect_fields(C
     pa.field("batch", pa.float64()),         # mean requests per pass over them
 ])
 
-STEPS_SCHEMA = versioned("serving_steps", 1, _RUN + _REQUEST + _collect_fields(STEPS_TRACE_SCHEMA))
+SERVING_STEPS_SCHEMA = versioned("serving_steps", 1, _RUN + _REQUEST + _collect_fields(COLLECT_STEPS_SCHEMA))
 
-PASSES_SCHEMA = versioned("serving_passes", 1, _RUN + [
+SERVING_PASSES_SCHEMA = versioned("serving_passes", 1, _RUN + [
     pa.field("role", pa.string()),           # draft | prm | target
     pa.field("seq", pa.int64()),             # the role's pass number in its worker
     pa.field("phase", pa.string()),          # prefill | decode | score
@@ -77,4 +77,4 @@ PASSES_SCHEMA = versioned("serving_passes", 1, _RUN + [
     pa.field("forwards", pa.int32()),        # model forwards it stands for: 1; the draft lane's decode call: per token
 ])
 
-TABLES = {"requests": REQUESTS_SCHEMA, "calls": CALLS_SCHEMA, "steps": STEPS_SCHEMA, "passes": PASSES_SCHEMA}
+TABLES = {"requests": SERVING_REQUESTS_SCHEMA, "calls": SERVING_CALLS_SCHEMA, "steps": SERVING_STEPS_SCHEMA, "passes": SERVING_PASSES_SCHEMA}

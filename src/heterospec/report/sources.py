@@ -52,7 +52,7 @@ def ours_profiles(cfg: Any) -> list[str]:
 def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay each algorithm's sequential collect traces on ``replay.systems`` x ``replay.schedules`` x profiles."""
     from heterospec.replay.grid.simulate import simulate
-    from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+    from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
     from heterospec.replay.simulator.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
     from heterospec.replay.grid.stage import (needs_speculation, prefetch_outcome, profile_factory, schedule_configs,
@@ -81,7 +81,7 @@ def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     if not parts:
         raise UserError(f"{paths.collect_root}: no sequential collect traces to replay")
     results = pa.concat_tables(parts)
-    write_parquet(results, ours_path(paths), RESULTS_SCHEMA)
+    write_parquet(results, ours_path(paths), REPLAY_RESULTS_SCHEMA)
     log.info("%d problem-replays of our traces -> %s", results.num_rows, ours_path(paths))
     return results
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 from heterospec.errors import UserError
 from heterospec.store.parquet import versioned, write_parquet
 
-POINTS_SCHEMA = versioned("sweep_points", 1, [
+SWEEP_POINTS_SCHEMA = versioned("sweep_points", 1, [
     pa.field("run", pa.string(), nullable=False),          # the sweep's own folder under results/
     pa.field("point_run", pa.string(), nullable=False),    # the run that holds this value's results
     pa.field("parameter", pa.string(), nullable=False),
@@ -44,4 +44,4 @@ def write_points(out: Path, points: list[list[str]]) -> None:
             raise UserError(f"--point {' '.join(point)}: expected RUN KEY=VALUE")
         key, _, value = point[1].partition("=")
         rows.append({"run": sweep, "point_run": point[0], "parameter": key, "value": value})
-    write_parquet(rows, out, POINTS_SCHEMA)
+    write_parquet(rows, out, SWEEP_POINTS_SCHEMA)

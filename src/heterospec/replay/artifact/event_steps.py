@@ -1,12 +1,12 @@
 """The artifact's events (:mod:`heterospec.replay.artifact.importer`) as the simulator's steps
-(:data:`heterospec.replay.simulator.steps.STEPS_SCHEMA`)."""
+(:data:`heterospec.replay.simulator.steps.REPLAY_STEPS_SCHEMA`)."""
 from __future__ import annotations
 
 import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.replay.artifact.replays import Event, v11_counts
-from heterospec.replay.simulator.steps import STEPS_SCHEMA
+from heterospec.replay.simulator.steps import REPLAY_STEPS_SCHEMA
 
 
 def steps_from_events(events: pa.Table, trace_set: str = "artifact") -> pa.Table:
@@ -74,4 +74,4 @@ def steps_from_events(events: pa.Table, trace_set: str = "artifact") -> pa.Table
                              critical_tokens=crit, draft_kv=draft_kv))
             k += 1
             i += 1
-    return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=REPLAY_STEPS_SCHEMA)

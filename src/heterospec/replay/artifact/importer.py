@@ -8,8 +8,8 @@ A trace folder holds one JSON file per problem (``example_<i>.json``). Two layou
   ``target_mode`` and cached / continuation / critical token counts per event, and an optional
   ``target_trace_events`` list (target interventions, including those that follow a backtrack).
 
-:func:`import_traces` returns two tables: one row per ``execution_trace`` event (``EVENTS_SCHEMA``) and one row
-per ``target_trace_events`` entry (``TARGET_EVENTS_SCHEMA``). Step numbers (``logical_step``, ``from_step``,
+:func:`import_traces` returns two tables: one row per ``execution_trace`` event (``ARTIFACT_TRACE_EVENTS_SCHEMA``) and one row
+per ``target_trace_events`` entry (``ARTIFACT_TARGET_EVENTS_SCHEMA``). Step numbers (``logical_step``, ``from_step``,
 ``to_step``) are normalised to 1-based; ``step_base`` records the base the file used. Each ``BACKTRACK_EVENT`` row
 also carries the target-trace entry the v11 backtrack rule pairs with it (``bt_*`` columns; null when none).
 """
@@ -31,7 +31,7 @@ TARGET_TRACE_MODES = ("prefetched_complete", "partial_resume", "direct_generatio
 BACKTRACK_PHASE = "backtrack_target_intervention"
 
 _i32 = pa.int32()
-EVENTS_SCHEMA = versioned("artifact_trace_events", 1, [
+ARTIFACT_TRACE_EVENTS_SCHEMA = versioned("artifact_trace_events", 1, [
     pa.field("dataset", pa.string(), nullable=False),       # the trace file's folder name (math500, ...)
     pa.field("source", pa.string(), nullable=False),        # file path relative to the import root
     pa.field("problem_idx", pa.int64(), nullable=False),    # the file's `idx`
@@ -65,7 +65,7 @@ EVENTS_SCHEMA = versioned("artifact_trace_events", 1, [
     pa.field("bt_target_critical_gen_tokens", _i32),
 ])
 
-TARGET_EVENTS_SCHEMA = versioned("artifact_target_events", 1, [
+ARTIFACT_TARGET_EVENTS_SCHEMA = versioned("artifact_target_events", 1, [
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("source", pa.string(), nullable=False),
     pa.field("problem_idx", pa.int64(), nullable=False),
@@ -83,12 +83,12 @@ TARGET_EVENTS_SCHEMA = versioned("artifact_target_events", 1, [
 
 @dataclass
 class ImportedTraces:
-    events: pa.Table          # EVENTS_SCHEMA
-    target_events: pa.Table   # TARGET_EVENTS_SCHEMA
+    events: pa.Table          # ARTIFACT_TRACE_EVENTS_SCHEMA
+    target_events: pa.Table   # ARTIFACT_TARGET_EVENTS_SCHEMA
 
     def write(self, events_path: str | Path, target_events_path: str | Path) -> None:
-        write_parquet(self.events, events_path, EVENTS_SCHEMA)
-        write_parquet(self.target_events, target_events_path, TARGET_EVENTS_SCHEMA)
+        write_parquet(self.events, events_path, ARTIFACT_TRACE_EVENTS_SCHEMA)
+        write_parquet(self.target_events, target_events_path, ARTIFACT_TARGET_EVENTS_SCHEMA)
 
 
 # ----------------------------------------------------------------------------- field checks
@@ -268,13 +268,13 @@ def import_traces(root: str | Path, fmt: str | None = None) -> ImportedTraces:
             raise UserError(f"{e} ({n} of {len(files)} traces read before it; fix or remove this file)") from None
         rows += r
         targets += t
-    return ImportedTraces(pa.Table.from_pylist(rows, schema=EVENTS_SCHEMA),
-                          pa.Table.from_pylist(targets, schema=TARGET_EVENTS_SCHEMA))
+    return ImportedTraces(pa.Table.from_pylist(rows, schema=ARTIFACT_TRACE_EVENTS_SCHEMA),
+                          pa.Table.from_pylist(targets, schema=ARTIFACT_TARGET_EVENTS_SCHEMA))
 
 
 def read_events(path: str | Path) -> pa.Table:
-    return read_parquet(path, EVENTS_SCHEMA)
+    return read_parquet(path, ARTIFACT_TRACE_EVENTS_SCHEMA)
 
 
 def read_target_events(path: str | Path) -> pa.Table:
-    return read_parquet(path, TARGET_EVENTS_SCHEMA)
+    return read_parquet(path, ARTIFACT_TARGET_EVENTS_SCHEMA)

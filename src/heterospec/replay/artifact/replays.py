@@ -2,7 +2,7 @@
 
 These reproduce the artifact's published latency numbers from its traces; they are closed-form recurrences, not a
 discrete-event simulation (see :mod:`heterospec.replay.simulator.des` for that). Input: the events table of
-:mod:`heterospec.replay.artifact.importer`. Output: one row per problem (``REPLAY_SCHEMA``).
+:mod:`heterospec.replay.artifact.importer`. Output: one row per problem (``ARTIFACT_REPLAY_SCHEMA``).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from heterospec.store.parquet import versioned, write_parquet
 SEMANTICS = ("v12", "v11")
 DEFAULT_PROFILE = {"v12": "paper_v12", "v11": "paper_v11"}
 
-REPLAY_SCHEMA = versioned("artifact_replay", 2, [
+ARTIFACT_REPLAY_SCHEMA = versioned("artifact_replay", 2, [
     pa.field("run", pa.string(), nullable=False),           # results/<run>/ ("" outside a run)
     pa.field("trace_set", pa.string(), nullable=False),     # with_bt / no_bt / ...
     pa.field("dataset", pa.string(), nullable=False),
@@ -231,7 +231,7 @@ def replay_table(events: pa.Table, semantics: str | None = None, profile: str | 
                          target_wait_ms=r.target_wait_ms, latency_ms=r.latency_ms))
     for r in rows:
         r.pop("prompt_tokens")
-    return pa.Table.from_pylist(rows, schema=REPLAY_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=ARTIFACT_REPLAY_SCHEMA)
 
 
 def replay_for_profiles(events: pa.Table, profiles: list[str], trace_set: str = "", run: str = "") -> pa.Table:
@@ -246,8 +246,8 @@ def replay_for_profiles(events: pa.Table, profiles: list[str], trace_set: str = 
     for fmt in sorted(set(formats.to_pylist())):
         sub = events.filter(pa.compute.equal(formats, fmt))
         parts += [replay_table(sub, fmt, name, trace_set, run) for name in by_format.get(fmt, [DEFAULT_PROFILE[fmt]])]
-    return pa.concat_tables(parts) if parts else REPLAY_SCHEMA.empty_table()
+    return pa.concat_tables(parts) if parts else ARTIFACT_REPLAY_SCHEMA.empty_table()
 
 
 def write_replay(table: pa.Table, path: str | Path) -> Path:
-    return write_parquet(table, path, REPLAY_SCHEMA)
+    return write_parquet(table, path, ARTIFACT_REPLAY_SCHEMA)

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from heterospec.replay.simulator import des
 from heterospec.replay.simulator.engines import make_engine
-from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
 from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
 from heterospec.config.hardware import System
 from heterospec.progress import progress
@@ -47,7 +47,7 @@ def simulate(steps: pa.Table | list[TracedProblem], systems: Iterable[System | S
     t0, big = time.perf_counter(), len(jobs) * len(probs) >= 2000
     if workers <= 1 or not big:
         parts = [_replay_job(j) for j in progress(jobs, desc="replay grid", unit="system x schedule", disable=not big)]
-        out = pa.concat_tables(parts) if jobs else RESULTS_SCHEMA.empty_table()
+        out = pa.concat_tables(parts) if jobs else REPLAY_RESULTS_SCHEMA.empty_table()
     else:
         out = _in_processes(jobs, workers)
     if big:   # small grids (the validation's, the tests') stay quiet
@@ -64,7 +64,7 @@ def _replay_job(job: tuple) -> pa.Table:
         m.update(run=run, trace_set=prob.trace_set, dataset=prob.dataset, problem=prob.problem, system=ctx.system.name,
                  schedule=sched.name, profile=ctx.profile.name)
         rows.append(m)
-    return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=REPLAY_RESULTS_SCHEMA)
 
 
 _JOBS: list = []   # the grid, inherited by forked workers (profiles need not be picklable)

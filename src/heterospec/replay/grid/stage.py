@@ -17,9 +17,9 @@ import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.artifact.replays import REPLAY_SCHEMA, replay_for_profiles
+from heterospec.replay.artifact.replays import ARTIFACT_REPLAY_SCHEMA, replay_for_profiles
 from heterospec.replay.grid.simulate import simulate
-from heterospec.replay.simulator.metrics import RESULTS_SCHEMA
+from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
 from heterospec.replay.simulator.problem import problems_from_steps
 from heterospec.replay.simulator.system import PREFETCH_OUTCOMES, SpeculationParams
 from heterospec.replay.artifact.importer import FORMATS, import_traces, read_events
@@ -130,10 +130,10 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     parts = [simulate(probs, systems, scheds, f, cfg.replay.engine, cfg.replay.workers, run=cfg.name,
                       recorded=recorded, speculation=spec) for f in factories.values()]
     results = pa.concat_tables(parts)
-    write_parquet(results, paths.replay_results, RESULTS_SCHEMA)
+    write_parquet(results, paths.replay_results, REPLAY_RESULTS_SCHEMA)
     artifact = pa.concat_tables([replay_for_profiles(read_events(paths.replay_events(ts)), list(cfg.replay.profiles),
                                                      trace_set=ts, run=cfg.name) for ts in cfg.replay.trace_sets])
-    write_parquet(artifact, paths.replay_artifact, REPLAY_SCHEMA)
+    write_parquet(artifact, paths.replay_artifact, ARTIFACT_REPLAY_SCHEMA)
     print_summary(results, artifact)
     print(f"[replay run] {results.num_rows} problem-replays -> {paths.replay_results}; "
           f"artifact formulas -> {paths.replay_artifact}")

@@ -1,6 +1,6 @@
 """The ``measured`` latency profile: robust fits per role and phase on our own traces' wall times.
 
-Input: model-call rows (``CALLS_SCHEMA``, ``wall_ms`` not null). Each (role, phase) gets a linear model in what its
+Input: model-call rows (``MODEL_CALLS_SCHEMA``, ``wall_ms`` not null). Each (role, phase) gets a linear model in what its
 cost grows with — the call's fixed cost, its tokens, and the attention term that grows with tokens x context:
 
 * decode  (n = tokens_out, kv = kv_len):  1, n, n*kv + n(n+1)/2
@@ -32,7 +32,7 @@ Target writes made by token-level speculation (``algorithm.target_decoding`` a s
 from the recorded rounds, and the profile answers ``draft_round`` and ``target_verify`` with them. Those calls stay
 out of the plain fits (``heterospec.replay.traces.fit.fit_table``).
 
-:func:`fit_calls` returns the coefficients with R^2 and MAPE on the rows (``FIT_SCHEMA``); its coefficients are
+:func:`fit_calls` returns the coefficients with R^2 and MAPE on the rows (``MEASURED_FIT_SCHEMA``); its coefficients are
 never negative. A fit file with coefficients that make a call the simulator asks about cost less than nothing (edited
 by hand, or written by another tool) is a UserError naming the call.
 """
@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.replay.simulator.latency import LatencyProfile
-from heterospec.replay.simulator.steps import CALLS_SCHEMA
+from heterospec.replay.simulator.steps import MODEL_CALLS_SCHEMA
 from heterospec.store.parquet import read_parquet, versioned, write_parquet
 
 FEATURES = {"decode": ("1", "n", "n*kv+n(n+1)/2"), "prefill": ("1", "n", "n*kv+n(n+1)/2"),
@@ -59,7 +59,7 @@ NEEDED = (("draft", "decode"), ("prm", "score"), ("target", "decode"))   # prefi
 OVERHEAD = ("dispatch", "problem")                        # phases of the overhead rows (one coefficient each)
 LAD_ITERATIONS = 30
 
-FIT_SCHEMA = versioned("measured_fit", 1, [
+MEASURED_FIT_SCHEMA = versioned("measured_fit", 1, [
     pa.field("run", pa.string(), nullable=False),             # results/<run>/ ("" outside a run)
     pa.field("role", pa.string(), nullable=False),            # draft | prm | target | controller
     pa.field("phase", pa.string(), nullable=False),           # prefill | decode | score | dispatch | problem
@@ -124,7 +124,7 @@ def _call_arrays(rows: dict, phase: str):
 
 
 def fit_calls(calls: pa.Table, run: str = "") -> pa.Table:
-    """Fit every (role, phase) present in ``calls``; one FIT_SCHEMA row each."""
+    """Fit every (role, phase) present in ``calls``; one MEASURED_FIT_SCHEMA row each."""
     if calls.num_rows == 0 or calls.column("wall_ms").null_count == calls.num_rows:
         raise UserError("measured profile: no model calls with a measured wall_ms to fit")
     d = calls.select(["role", "phase", "tokens_in", "tokens_out", "kv_len", "wall_ms"]).to_pydict()
@@ -145,11 +145,11 @@ def fit_calls(calls: pa.Table, run: str = "") -> pa.Table:
             raise UserError(f"measured profile: phase '{phase}' of role '{role}' is not one of prefill, decode, score")
         n, kv = _call_arrays(g, phase)
         out.append(_fit_row(run, role, phase, n, kv, np.asarray(g["wall"], dtype=float)))
-    return pa.Table.from_pylist(out, schema=FIT_SCHEMA)
+    return pa.Table.from_pylist(out, schema=MEASURED_FIT_SCHEMA)
 
 
 def _fit_row(run: str, role: str, phase: str, n, kv, y: np.ndarray, extra_ms: float = 0.0) -> dict:
-    """One FIT_SCHEMA row: the LAD slopes, the intercept shifted to the mean residual plus ``extra_ms`` per row."""
+    """One MEASURED_FIT_SCHEMA row: the LAD slopes, the intercept shifted to the mean residual plus ``extra_ms`` per row."""
     key = _key(role, phase)
     X = features(key, n, kv)
     coef = lad(X, y)
@@ -181,7 +181,7 @@ def fit_rounds(rounds: list[dict], call_ms: float, run: str = "") -> pa.Table:
         _fit_row(run, "draft", "round", np.asarray([r["drafted"] for r in rounds], dtype=float), kv, draft_ms),
         _fit_row(run, "target", "verify", np.asarray([r["nodes"] + 1 for r in rounds], dtype=float), kv, verify_ms,
                  extra_ms=max(0.0, outside)),
-    ], schema=FIT_SCHEMA)
+    ], schema=MEASURED_FIT_SCHEMA)
 
 
 def fit_overheads(rows: list[dict], latency_ms: dict, run: str = "") -> pa.Table:
@@ -208,11 +208,11 @@ def fit_overheads(rows: list[dict], latency_ms: dict, run: str = "") -> pa.Table
         out.append(dict(run=run, role="controller", phase="problem", calls=len(edges), features=["1"],
                         coefficients=[max(0.0, float(np.mean(edges)))], r2=0.0, mape=0.0,
                         wall_ms_mean=float(np.mean(edges))))
-    return pa.Table.from_pylist(out, schema=FIT_SCHEMA)
+    return pa.Table.from_pylist(out, schema=MEASURED_FIT_SCHEMA)
 
 
 class MeasuredProfile(LatencyProfile):
-    """Latency from fitted coefficients (``FIT_SCHEMA``) as our executors call the models (module docstring);
+    """Latency from fitted coefficients (``MEASURED_FIT_SCHEMA``) as our executors call the models (module docstring);
     a (role, prefill) without rows costs nothing (folded), so do missing overhead rows."""
 
     context_includes_prompt = True
@@ -294,12 +294,12 @@ class MeasuredProfile(LatencyProfile):
 
 
 def read_calls(path: str | Path) -> pa.Table:
-    return read_parquet(path, CALLS_SCHEMA)
+    return read_parquet(path, MODEL_CALLS_SCHEMA)
 
 
 def write_fit(table: pa.Table, path: str | Path) -> Path:
-    return write_parquet(table, path, FIT_SCHEMA)
+    return write_parquet(table, path, MEASURED_FIT_SCHEMA)
 
 
 def read_fit(path: str | Path) -> pa.Table:
-    return read_parquet(path, FIT_SCHEMA)
+    return read_parquet(path, MEASURED_FIT_SCHEMA)

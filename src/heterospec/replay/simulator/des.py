@@ -20,7 +20,7 @@ Two engines execute the same operations and give the same times:
   of the previous pass until they no longer change what it computed (:func:`~.engines.run_fast`; 1-3 passes).
 
 A profile's ``problem_ms`` (the measured profile: controller time before the first and after the last call) is
-added to every problem's latency. From the operation log come the metrics (``RESULTS_SCHEMA``): latency, accepted tokens, goodput, energy per device
+added to every problem's latency. From the operation log come the metrics (``REPLAY_RESULTS_SCHEMA``): latency, accepted tokens, goodput, energy per device
 (active power while busy, idle power otherwise, over the problem's latency), J/token, stall (time between a
 rejection and the target's output), communication time and share, discarded tokens and their energy, and a lower
 bound: max(each resource's busy time, the dependency chain with realised durations); efficiency = bound / latency.
@@ -32,7 +32,7 @@ has, cancelled speculative drafts, unused target prefetches); ``speculation_wast
 (the last two), zero for the sequential baseline.
 
 One job per module: :mod:`.system` (the system's parameters, the policies' context), :mod:`.problem` (a problem's
-steps), :mod:`.engines` (operations, the two engines, the tally), :mod:`.metrics` (``RESULTS_SCHEMA``), this one
+steps), :mod:`.engines` (operations, the two engines, the tally), :mod:`.metrics` (``REPLAY_RESULTS_SCHEMA``), this one
 (one problem under one schedule) and :mod:`heterospec.replay.grid.simulate` (every problem x system x schedule, in worker processes).
 """
 from __future__ import annotations

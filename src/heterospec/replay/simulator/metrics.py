@@ -1,4 +1,4 @@
-"""A problem's metrics from its operation log (``RESULTS_SCHEMA``; definitions in :mod:`heterospec.replay.simulator.des`)."""
+"""A problem's metrics from its operation log (``REPLAY_RESULTS_SCHEMA``; definitions in :mod:`heterospec.replay.simulator.des`)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ from heterospec.replay.simulator.problem import TracedProblem
 from heterospec.replay.simulator.system import Ctx
 from heterospec.store.parquet import versioned
 
-RESULTS_SCHEMA = versioned("replay_results", 2, [
+REPLAY_RESULTS_SCHEMA = versioned("replay_results", 2, [
     pa.field("run", pa.string(), nullable=False),           # results/<run>/ ("" outside a run)
     pa.field("trace_set", pa.string(), nullable=False),     # the traces' set (with_bt, no_bt, collect, ...)
     pa.field("dataset", pa.string(), nullable=False),

@@ -19,7 +19,7 @@ Producers:
 
 * :func:`heterospec.replay.artifact.event_steps.steps_from_events` — the artifact traces (importer's events table), kv
   from the v12 path-stack rule.
-* :func:`steps_from_calls` — our own traces: one row per model call (``CALLS_SCHEMA``: role, phase
+* :func:`steps_from_calls` — our own traces: one row per model call (``MODEL_CALLS_SCHEMA``: role, phase
   prefill/decode/score, tokens in/out, kv length, step outcome), grouped into steps.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from heterospec.store.parquet import read_parquet, versioned, write_parquet
 OUTCOMES = ("accept", "rescue", "backtrack")
 _i32 = pa.int32()
 
-STEPS_SCHEMA = versioned("replay_steps", 4, [
+REPLAY_STEPS_SCHEMA = versioned("replay_steps", 4, [
     pa.field("trace_set", pa.string(), nullable=False),     # which traces: with_bt / no_bt (artifact), collect, ...
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("problem", pa.string(), nullable=False),       # unique within a dataset (file path or problem id)
@@ -55,7 +55,7 @@ STEPS_SCHEMA = versioned("replay_steps", 4, [
     pa.field("draft_kv", _i32),                             # the draft's context by the trace's replay rule (null: none)
 ])
 
-CALLS_SCHEMA = versioned("model_calls", 1, [
+MODEL_CALLS_SCHEMA = versioned("model_calls", 1, [
     pa.field("dataset", pa.string(), nullable=False),
     pa.field("problem", pa.string(), nullable=False),
     pa.field("step_idx", _i32, nullable=False),             # the reasoning step this call belongs to
@@ -121,12 +121,12 @@ def steps_from_calls(calls: pa.Table, trace_set: str = "collect") -> pa.Table:
                              kv_target=kvt, rollback_tokens=rb, path_tokens=path,
                              target_scored=s["scored"] or s["outcome"] == "accept", rescue_tokens=rescue,
                              critical_tokens=None, draft_kv=None))
-    return pa.Table.from_pylist(rows, schema=STEPS_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=REPLAY_STEPS_SCHEMA)
 
 
 def write_steps(table: pa.Table, path: str | Path) -> Path:
-    return write_parquet(table, path, STEPS_SCHEMA)
+    return write_parquet(table, path, REPLAY_STEPS_SCHEMA)
 
 
 def read_steps(path: str | Path) -> pa.Table:
-    return read_parquet(path, STEPS_SCHEMA)
+    return read_parquet(path, REPLAY_STEPS_SCHEMA)

@@ -1,7 +1,7 @@
 """The collect stage's traces as the replay reads them, found under ``results/<run>/collect/`` (any depth;
 ``shard-*`` folders are skipped, the merged tables beside them are read):
 
-* per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.simulator.steps.CALLS_SCHEMA`) — the contract; the
+* per-call traces in ``model_calls/v1`` (:data:`heterospec.replay.simulator.steps.MODEL_CALLS_SCHEMA`) — the contract; the
   executor is the file's path part named like one (``sequential``, ``step_ahead``), else ``sequential``;
 * the collect stage's own ``collect_calls/v3`` with the ``collect_steps/v1`` table beside it (converted: wall =
   end_ns - start_ns; each call's step and that step's outcome as the collect run's controller decided them);
@@ -24,15 +24,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from heterospec.errors import UserError
-from heterospec.reasoning.collect_schemas import (CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, REPEATS_SCHEMA,
-                                                  ROUNDS_TRACE_SCHEMA, STEPS_TRACE_SCHEMA)
-from heterospec.replay.simulator.steps import CALLS_SCHEMA
+from heterospec.reasoning.collect_schemas import (COLLECT_CALLS_SCHEMA, COLLECT_PROBLEMS_SCHEMA, COLLECT_REPEATS_SCHEMA,
+                                                  COLLECT_ROUNDS_SCHEMA, COLLECT_STEPS_SCHEMA)
+from heterospec.replay.simulator.steps import MODEL_CALLS_SCHEMA
 from heterospec.store.parquet import SCHEMA_VERSION_KEY, read_parquet
 
-CALLS_TAG = CALLS_SCHEMA.metadata[SCHEMA_VERSION_KEY].decode()
+CALLS_TAG = MODEL_CALLS_SCHEMA.metadata[SCHEMA_VERSION_KEY].decode()
 COLLECT_CALLS_TAG, COLLECT_STEPS_TAG, COLLECT_PROBLEMS_TAG, COLLECT_REPEATS_TAG, COLLECT_ROUNDS_TAG = (
     s.metadata[SCHEMA_VERSION_KEY].decode()
-    for s in (CALLS_TRACE_SCHEMA, STEPS_TRACE_SCHEMA, PROBLEMS_SCHEMA, REPEATS_SCHEMA, ROUNDS_TRACE_SCHEMA))
+    for s in (COLLECT_CALLS_SCHEMA, COLLECT_STEPS_SCHEMA, COLLECT_PROBLEMS_SCHEMA, COLLECT_REPEATS_SCHEMA, COLLECT_ROUNDS_SCHEMA))
 
 
 def _tag(path: Path) -> str:
@@ -60,7 +60,7 @@ def find_traces(root: Path, executors: list[str]) -> tuple[dict, dict]:
             continue
         tag = _tag(path)
         if tag == CALLS_TAG:
-            calls[("collect", _executor_of(path, root, executors))].append(read_parquet(path, CALLS_SCHEMA))
+            calls[("collect", _executor_of(path, root, executors))].append(read_parquet(path, MODEL_CALLS_SCHEMA))
         elif tag == COLLECT_CALLS_TAG:
             steps = _steps_beside(path)
             for key, part in _split(pq.read_table(path), ("algorithm", "executor")).items():
@@ -92,7 +92,7 @@ def find_repeats(root: Path) -> dict[tuple, list[dict]]:
     for path in sorted(root.rglob("repeats.parquet")) if root.is_dir() else ():
         if any(p.startswith("shard-") for p in path.relative_to(root).parts) or _tag(path) != COLLECT_REPEATS_TAG:
             continue
-        for r in read_parquet(path, REPEATS_SCHEMA).to_pylist():
+        for r in read_parquet(path, COLLECT_REPEATS_SCHEMA).to_pylist():
             out[(r["algorithm"], r["executor"])].append(r)
     return {k: v for k, v in out.items() if any(r["repeat"] > 0 for r in v)}
 
@@ -118,7 +118,7 @@ def find_rounds(root: Path) -> dict[tuple, tuple[list[dict], float]]:
     for path in sorted(root.rglob("rounds.parquet")) if root.is_dir() else ():
         if any(p.startswith("shard-") for p in path.relative_to(root).parts) or _tag(path) != COLLECT_ROUNDS_TAG:
             continue
-        rows = read_parquet(path, ROUNDS_TRACE_SCHEMA).to_pylist()
+        rows = read_parquet(path, COLLECT_ROUNDS_SCHEMA).to_pylist()
         if not rows:
             continue
         calls = path.with_name("calls.parquet")
@@ -159,12 +159,12 @@ def min_latency(latency: dict, repeats: dict) -> dict:
 
 
 def fastest_calls(rows: list[dict]) -> pa.Table:
-    """CALLS_SCHEMA rows (what the fit reads) of the calls of each problem's fastest repeat."""
+    """MODEL_CALLS_SCHEMA rows (what the fit reads) of the calls of each problem's fastest repeat."""
     return pa.Table.from_pylist([dict(dataset=ds, problem=str(pid), step_idx=r["step_idx"], call_idx=k, role=r["role"],
                                       phase=r["phase"], tokens_in=r["tokens_in"], tokens_out=r["tokens_out"],
                                       kv_len=r["kv_len"], outcome="", wall_ms=(r["end_ns"] - r["start_ns"]) / 1e6)
                                  for (ds, pid), (_, rs) in fastest_repeats(rows).items() for k, r in enumerate(rs)],
-                                schema=CALLS_SCHEMA)
+                                schema=MODEL_CALLS_SCHEMA)
 
 
 def _split(t: pa.Table, keys: tuple[str, ...]) -> dict[tuple, pa.Table]:
@@ -183,7 +183,7 @@ def _steps_beside(calls_path: Path) -> dict[tuple, str]:
                         f"stage that wrote it")
     cols = ["algorithm", "executor", "dataset", "problem_id", "step_idx", "outcome"]
     return {(r["algorithm"], r["executor"], r["dataset"], r["problem_id"], r["step_idx"]): r["outcome"]
-            for r in read_parquet(path, STEPS_TRACE_SCHEMA).select(cols).to_pylist()}
+            for r in read_parquet(path, COLLECT_STEPS_SCHEMA).select(cols).to_pylist()}
 
 
 def calls_from_collect(t: pa.Table, steps: dict[tuple, str], path: Path) -> pa.Table:
@@ -209,7 +209,7 @@ def calls_from_collect(t: pa.Table, steps: dict[tuple, str], path: Path) -> pa.T
                             role=r["role"],
                             phase=r["phase"], tokens_in=r["tokens_in"], tokens_out=r["tokens_out"], kv_len=r["kv_len"],
                             outcome=steps[key], wall_ms=(r["end_ns"] - r["start_ns"]) / 1e6))
-    return pa.Table.from_pylist(out, schema=CALLS_SCHEMA)
+    return pa.Table.from_pylist(out, schema=MODEL_CALLS_SCHEMA)
 
 
 def sequential_rows(root: Path, latency: dict, fit_on: str | None = None, repeats: dict | None = None,

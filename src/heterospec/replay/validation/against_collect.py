@@ -41,7 +41,7 @@ MAE_BAR = 0.10
 AGGREGATE_BAR = 0.05       # the replay's error on the mean and the Harrell-Davis P50 and P90 (noise.JUDGED)
 SCHEDULE_ONLY_BAR = 0.05   # the schedule model's per-problem error, calls priced at their own times
 
-VALIDATION_SCHEMA = versioned("replay_validation", 3, [
+REPLAY_VALIDATION_SCHEMA = versioned("replay_validation", 3, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("trace_set", pa.string(), nullable=False),     # the collect run's algorithm (rsd, brsd) or "collect"
     pa.field("dataset", pa.string(), nullable=False),
@@ -60,7 +60,7 @@ VALIDATION_SCHEMA = versioned("replay_validation", 3, [
     pa.field("schedule_only_ms", pa.float64(), nullable=True),
 ])
 
-AGGREGATE_SCHEMA = versioned("replay_validation_aggregate", 1, [
+REPLAY_VALIDATION_AGGREGATE_SCHEMA = versioned("replay_validation_aggregate", 1, [
     pa.field("run", pa.string(), nullable=False),
     pa.field("trace_set", pa.string(), nullable=False),
     pa.field("executor", pa.string(), nullable=False),
@@ -110,7 +110,7 @@ def measured(cfg: Any, paths: RunPaths, executors: list[str]) -> Measured:
 
 
 def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, executors: list[str]) -> list[dict]:
-    """Replay every covered problem under each executor's schedule; one VALIDATION_SCHEMA row per problem. Steps
+    """Replay every covered problem under each executor's schedule; one REPLAY_VALIDATION_SCHEMA row per problem. Steps
     come from the sequential run; every executor reasons identically (greedy)."""
     from heterospec.config import hardware
     from heterospec.replay.grid.simulate import simulate
@@ -206,7 +206,7 @@ def _groups(rows: list[dict]) -> dict[tuple, list[dict]]:
 
 def aggregates(rows: list[dict], run: str = "") -> list[dict]:
     """Per trace set x executor: the replay's error on the mean, P50 and P90 of the per-problem latencies, with
-    percentile-bootstrap 95 % intervals over the problems (``AGGREGATE_SCHEMA`` rows)."""
+    percentile-bootstrap 95 % intervals over the problems (``REPLAY_VALIDATION_AGGREGATE_SCHEMA`` rows)."""
     out = []
     for (ts, e, system), rs in _groups(rows).items():
         meas, pred = [r["measured_ms"] for r in rs], [r["predicted_ms"] for r in rs]
@@ -274,11 +274,11 @@ def validate(cfg: Any, paths: RunPaths, overrides: list[str], fit_on: str | None
             print(f"[replay validate] {ex}: the draft decodes at {c:.2f}x the sequential executor's time per token "
                   f"(the same problems, interleaved: what overlapping the roles costs the draft here, not drift)")
     rows = compare(cfg, overrides, m, MeasuredProfile.from_fit(fit), executors)
-    table = pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA)
+    table = pa.Table.from_pylist(rows, schema=REPLAY_VALIDATION_SCHEMA)
     agg = aggregates(rows, cfg.name)
     if fit_on is None:
-        write_parquet(table, paths.replay_validation, VALIDATION_SCHEMA)
-        write_parquet(agg, paths.replay_validation_aggregate, AGGREGATE_SCHEMA)
+        write_parquet(table, paths.replay_validation, REPLAY_VALIDATION_SCHEMA)
+        write_parquet(agg, paths.replay_validation_aggregate, REPLAY_VALIDATION_AGGREGATE_SCHEMA)
     print(summary(rows, fit_on, agg))
     where = f"fit on {fit_on} only; nothing saved" if fit_on else str(paths.replay_validation)
     print(f"[replay validate] {len(rows)} problem comparisons on {cfg.replay.validate_system} -> {where}")

@@ -22,7 +22,7 @@ from heterospec import stage
 from heterospec.config.serving_checks import serving_dataset
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.reasoning.collect_schemas import CALLS_TRACE_SCHEMA, PROBLEMS_SCHEMA, STEPS_TRACE_SCHEMA
+from heterospec.reasoning.collect_schemas import COLLECT_CALLS_SCHEMA, COLLECT_PROBLEMS_SCHEMA, COLLECT_STEPS_SCHEMA
 from heterospec.reasoning.serving_schemas import TABLES
 from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
 from heterospec.replay.validation.noise import pair_spread
@@ -34,7 +34,7 @@ log = logging.getLogger("heterospec.serving_validate")
 _RUN = [pa.field("run", pa.string()), pa.field("dataset", pa.string()), pa.field("algorithm", pa.string()),
         pa.field("load_index", pa.int32()), pa.field("repeat", pa.int32())]
 
-OUTPUTS_SCHEMA = versioned("serving_outputs", 1, _RUN + [
+SERVING_OUTPUTS_SCHEMA = versioned("serving_outputs", 1, _RUN + [
     pa.field("request", pa.int32()),
     pa.field("problem_id", pa.string()),
     pa.field("identical_answer", pa.bool_()),     # the \boxed{} answer
@@ -46,7 +46,7 @@ OUTPUTS_SCHEMA = versioned("serving_outputs", 1, _RUN + [
     pa.field("max_score_diff", pa.float64()),     # largest |PRM score - the sequential collect's| over its PRM calls
 ])
 
-VALIDATION_SCHEMA = versioned("serving_validation", 2, _RUN + [
+SERVING_VALIDATION_SCHEMA = versioned("serving_validation", 2, _RUN + [
     pa.field("arrivals", pa.string()),            # poisson | closed | timestamps
     pa.field("load", pa.float64()),
     pa.field("rate_per_s", pa.float64()),         # poisson: offered requests per second
@@ -67,7 +67,7 @@ VALIDATION_SCHEMA = versioned("serving_validation", 2, _RUN + [
 ])
 
 # every served request beside its replay on the same arrivals: the paired per-request error
-REPLAYED_SCHEMA = versioned("serving_replayed", 1, _RUN + [
+SERVING_REPLAYED_SCHEMA = versioned("serving_replayed", 1, _RUN + [
     pa.field("request", pa.int32()),
     pa.field("problem_id", pa.string()),
     pa.field("arrival_s", pa.float64()),          # from the load-point run's start
@@ -76,7 +76,7 @@ REPLAYED_SCHEMA = versioned("serving_replayed", 1, _RUN + [
 ])
 
 # per load point, each statistic's error over the repeats with its bootstrap interval (:func:`load_errors`)
-ERRORS_SCHEMA = versioned("serving_errors", 1, [
+SERVING_ERRORS_SCHEMA = versioned("serving_errors", 1, [
     pa.field("run", pa.string()), pa.field("dataset", pa.string()), pa.field("algorithm", pa.string()),
     pa.field("load_index", pa.int32()), pa.field("load", pa.float64()),
     # p50 | p90 (sample quantiles) | p50_hd | p90_hd (Harrell-Davis) | mean | throughput: of the latencies (s) or the
@@ -124,7 +124,7 @@ _CALL = ("role", "phase", "tokens_in", "tokens_out", "kv_len")
 
 
 def outputs(serving: dict[str, pa.Table], reference: dict[str, pa.Table]) -> list[dict]:
-    """Each served request against the sequential collect's trace of its problem (OUTPUTS_SCHEMA rows)."""
+    """Each served request against the sequential collect's trace of its problem (SERVING_OUTPUTS_SCHEMA rows)."""
     ref_problems = {r["problem_id"]: r for r in reference["problems"].to_pylist()}
     ref_calls = _by(reference["calls"], ("problem_id",), ("step_idx", "start_ns"))
     ref_steps = _by(reference["steps"], ("problem_id",), ("step_idx",))
@@ -210,12 +210,12 @@ def batch_prices(passes: pa.Table, cfg) -> list[dict]:
 
 def reference_tables(paths: RunPaths, dataset: str, algorithm: str) -> dict[str, pa.Table]:
     """The sequential collect of the served algorithm: the outputs every served request must equal."""
-    schemas = {"problems": PROBLEMS_SCHEMA, "calls": CALLS_TRACE_SCHEMA, "steps": STEPS_TRACE_SCHEMA}
+    schemas = {"problems": COLLECT_PROBLEMS_SCHEMA, "calls": COLLECT_CALLS_SCHEMA, "steps": COLLECT_STEPS_SCHEMA}
     return {t: read_parquet(paths.collect_table(dataset, algorithm, "sequential", t), s) for t, s in schemas.items()}
 
 
 def measured_rows(requests: pa.Table) -> list[dict]:
-    """Per load point and repeat, the measured summary (VALIDATION_SCHEMA rows, replayed columns empty)."""
+    """Per load point and repeat, the measured summary (SERVING_VALIDATION_SCHEMA rows, replayed columns empty)."""
     out = []
     for (li, rep), rows in sorted(_by(requests, ("load_index", "repeat"), ("request",)).items()):
         stats = load_summary([r["arrival_s"] for r in rows], [r["finish_s"] for r in rows])
@@ -228,7 +228,7 @@ def measured_rows(requests: pa.Table) -> list[dict]:
 
 
 def _column(side: str, stat: str) -> str:
-    """The VALIDATION_SCHEMA column of a :func:`load_summary` statistic: measured_p50_s, replayed_throughput, ..."""
+    """The SERVING_VALIDATION_SCHEMA column of a :func:`load_summary` statistic: measured_p50_s, replayed_throughput, ..."""
     return f"{side}_{stat}" if stat == "throughput" else f"{side}_{stat.replace('_hd', '')}{'_hd' * ('_hd' in stat)}_s"
 
 
@@ -258,7 +258,7 @@ def serving_profile(serving: dict[str, pa.Table], run: str, yields: Yielding | N
     charge to the device).
     A role that yields (``yields``) is priced by its time less its owner's busy time."""
     from heterospec.replay.traces.reader import calls_from_collect
-    from heterospec.replay.profiles.measured import FIT_SCHEMA, MeasuredProfile, fit_calls
+    from heterospec.replay.profiles.measured import MEASURED_FIT_SCHEMA, MeasuredProfile, fit_calls
 
     def key(r: dict) -> str:
         return f"{r['load_index']}/{r['repeat']}/{r['request']}"
@@ -278,7 +278,7 @@ def serving_profile(serving: dict[str, pa.Table], run: str, yields: Yielding | N
     host = host_ms(rows, requests, handover_ns(rows, requests))
     controller = pa.Table.from_pylist([dict(run=run, role="controller", phase="problem", calls=len(host),
                                             features=["1"], coefficients=[max(0.0, float(np.mean(host)))], r2=0.0,
-                                            mape=0.0, wall_ms_mean=float(np.mean(host)))], schema=FIT_SCHEMA)
+                                            mape=0.0, wall_ms_mean=float(np.mean(host)))], schema=MEASURED_FIT_SCHEMA)
     return MeasuredProfile.from_fit(pa.concat_tables([fit_calls(calls, run), controller]))
 
 
@@ -371,7 +371,7 @@ def validate(cfg, paths: RunPaths) -> pa.Table:
     serving = {t: read_parquet(paths.serving_table(t), s) for t, s in TABLES.items()}
     reference = reference_tables(paths, dataset, str(cfg.serving.algorithm))
     same = outputs(serving, reference)
-    write_parquet(same, paths.serving_outputs, OUTPUTS_SCHEMA)
+    write_parquet(same, paths.serving_outputs, SERVING_OUTPUTS_SCHEMA)
     prices = batch_prices(serving["passes"], cfg)
     write_parquet(prices, paths.serving_table("batch_prices"), BATCH_PRICES_SCHEMA)
     rows = measured_rows(serving["requests"])
@@ -382,10 +382,10 @@ def validate(cfg, paths: RunPaths) -> pa.Table:
         r.update({_column("replayed", k): v for k, v in stats.items()})
         r.update(system=str(cfg.system.name), schedule=SCHEDULE, profile=PROFILE)
     pairs = request_pairs(serving["requests"], replay)
-    write_parquet(pairs, paths.serving_table("replayed"), REPLAYED_SCHEMA)
+    write_parquet(pairs, paths.serving_table("replayed"), SERVING_REPLAYED_SCHEMA)
     errors = load_errors(pairs, rows)
-    write_parquet(errors, paths.serving_table("errors"), ERRORS_SCHEMA)
-    table = write_parquet(rows, paths.serving_validation, VALIDATION_SCHEMA)
+    write_parquet(errors, paths.serving_table("errors"), SERVING_ERRORS_SCHEMA)
+    table = write_parquet(rows, paths.serving_validation, SERVING_VALIDATION_SCHEMA)
     n = len(same)
     log.info("outputs: %d of %d requests identical to the sequential collect (answers %d, steps %d, verdicts %d, "
              "calls %d); PRM scores within %.2e", sum(r["identical_output"] for r in same), n,
@@ -403,7 +403,7 @@ def validate(cfg, paths: RunPaths) -> pa.Table:
 
 
 def request_pairs(requests: pa.Table, replay: dict[tuple[int, int], list[tuple[float, float]]]) -> list[dict]:
-    """Every served request beside its replay (REPLAYED_SCHEMA rows)."""
+    """Every served request beside its replay (SERVING_REPLAYED_SCHEMA rows)."""
     out = []
     for (li, rep), rows in sorted(_by(requests, ("load_index", "repeat"), ("request",)).items()):
         for r, (_, lat) in zip(rows, replay[(li, rep)], strict=True):
@@ -421,7 +421,7 @@ def _spread(values) -> float | None:
 
 def load_errors(pairs: list[dict], summaries: list[dict], resamples: int = 2000, level: float = 0.95,
                 seed: int = 0) -> list[dict]:
-    """Per load point (ERRORS_SCHEMA rows): the replay's error on each latency statistic (the sample and the
+    """Per load point (SERVING_ERRORS_SCHEMA rows): the replay's error on each latency statistic (the sample and the
     Harrell-Davis P50 / P90, the mean), each the mean over the repeats of the statistic, with a percentile-bootstrap
     interval: the requests resampled with replacement, one draw of request indices for every repeat (a request's
     repeats share its arrival and problem) and each measured latency with its replay (a pair); the paired
