@@ -47,10 +47,10 @@ def synthetic(n: int, seed: int = 0) -> list[TracedProblem]:
             o = rng.choices(["accept", "rescue", "backtrack"], [0.76, 0.21, 0.03])[0]
             d, t = rng.randint(5, 150), (rng.randint(5, 150) if o != "accept" else 0)
             rb = rng.randint(0, kv) if o == "backtrack" else 0
-            for column, value in zip((p.outcome, p.d, p.t, p.kvv, p.kvt), (o, d, t, kv, kv - rb)):
+            for column, value in zip((p.outcome, p.draft_tokens, p.target_tokens, p.kv_verify, p.kv_target), (o, d, t, kv, kv - rb)):
                 column.append(value)
             kv = kv + d if o == "accept" else kv - rb + t
-            p.path.append(kv)
+            p.path_tokens.append(kv)
         out.append(p)
     return out
 
@@ -79,7 +79,7 @@ def main() -> None:
     else:
         probs = synthetic(a.problems)
         src = f"{a.problems} synthetic problems"
-    steps = sum(len(p.d) for p in probs)
+    steps = sum(len(p.draft_tokens) for p in probs)
     print(f"input: {src}, {steps / len(probs):.1f} steps/problem")
     syss = systems()
     t0, c0 = time.perf_counter(), _cpu()

@@ -17,7 +17,7 @@ from heterospec.config import compose_config
 from heterospec.config.collect_variants import timed_collects
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.reasoning.collect_schemas import TABLES
+from heterospec.reasoning.collect_schemas import COLLECT_TABLES
 from heterospec.reasoning.repeats import journal_name
 from heterospec.store import read_parquet
 from heterospec.tasks import load_problems
@@ -39,7 +39,7 @@ def settings(ci, *extra):
 
 def decided(path, table: str, executor: str) -> list[dict]:
     """A table's rows as the reasoning decides them (sequential: every column but the clocks and the run)."""
-    t = read_parquet(path, TABLES[table])
+    t = read_parquet(path, COLLECT_TABLES[table])
     if executor == "step_ahead":
         if table not in DECIDED:
             return []
@@ -120,11 +120,11 @@ def test_timed_collects_write_the_block_wise_tables_problem_by_problem(request, 
     block_paths = RunPaths(ci[1].root.parent / "blocks", ci[1].model_keys)
     for (a, e), tables in out.items():
         mine = run_shard(compose_config(block), block_paths, block, "synthetic", a, e, "0of1", processes=False)
-        for t in TABLES:
+        for t in COLLECT_TABLES:
             assert same(decided(tables[t], t, e), decided(mine[t], t, e)), (a, e, t)
-        reps = read_parquet(tables["repeats"], TABLES["repeats"])
+        reps = read_parquet(tables["repeats"], COLLECT_TABLES["repeats"])
         assert set(reps.column("repeat").to_pylist()) == {0, 1}
-    assert read_parquet(out[("brsd", "sequential")]["calls"], TABLES["calls"]).num_rows > 0
+    assert read_parquet(out[("brsd", "sequential")]["calls"], COLLECT_TABLES["calls"]).num_rows > 0
 
 
 def _scale(paths, algorithm: str, executor: str, f: float) -> None:
@@ -135,11 +135,11 @@ def _scale(paths, algorithm: str, executor: str, f: float) -> None:
     for table, cols in (("calls", ("start_ns", "end_ns")), ("repeats", ("start_ns", "end_ns")),
                         ("problems", ("latency_s",))):
         path = paths.collect_table("synthetic", algorithm, executor, table)
-        t = read_parquet(path, TABLES[table])
+        t = read_parquet(path, COLLECT_TABLES[table])
         for c in cols:
             scaled = pc.multiply(t.column(c).cast(pa.float64()), f)
             t = t.set_column(t.schema.get_field_index(c), c, scaled.cast(t.schema.field(c).type, safe=False))
-        write_parquet(t, path, TABLES[table])
+        write_parquet(t, path, COLLECT_TABLES[table])
 
 
 def _copy(timed, name: str):
@@ -169,9 +169,9 @@ def test_schedule_only_prices_a_sequential_run_at_its_own_calls(timed):
     rows = validate(cfg, paths, ov).to_pylist()
     fit = {(r["role"], r["phase"]): r["coefficients"][0] for r in read_fit(paths.replay_fit).to_pylist()}
     dispatch = {role: fit.get((role, "dispatch"), 0.0) for role in ("draft", "prm", "target")}
-    reps = read_parquet(paths.collect_table("synthetic", "rsd", "sequential", "repeats"), TABLES["repeats"]).to_pylist()
+    reps = read_parquet(paths.collect_table("synthetic", "rsd", "sequential", "repeats"), COLLECT_TABLES["repeats"]).to_pylist()
     reps += read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "repeats"),
-                         TABLES["repeats"]).to_pylist()
+                         COLLECT_TABLES["repeats"]).to_pylist()
     for ts in ("rsd", "brsd"):
         best = fastest_repeats([r for r in reps if r["algorithm"] == ts])
         for r in (r for r in rows if (r["trace_set"], r["executor"]) == (ts, "sequential")):
@@ -274,6 +274,6 @@ def test_a_timed_job_killed_mid_way_resumes_to_the_uninterrupted_tables(request)
                     "0of1", processes=False)
     killed = RunPaths(cwd / "results" / "killed", paths.model_keys)
     for (a, e), tables in out.items():
-        for t in TABLES:
+        for t in COLLECT_TABLES:
             resumed = killed.collect_shard("synthetic", a, e, "0of1", t)
             assert same(decided(resumed, t, e), decided(tables[t], t, e)), (a, e, t)

@@ -77,7 +77,7 @@ def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantiz
     variant's name. `heterospec collect compare` counts them alike, and counts a changed PRM reward."""
     from heterospec.collect import merge, run_shard
     from heterospec.hls import stage as hls
-    from heterospec.reasoning.collect_schemas import TABLES
+    from heterospec.reasoning.collect_schemas import COLLECT_TABLES
     from heterospec.store import read_parquet
 
     ov = ["experiment=ci", "collect.limit=3"]
@@ -89,7 +89,7 @@ def test_variant_collects_reason_like_their_algorithm(trained_models, ci_quantiz
     def collect(name, executor="sequential"):
         out = run_shard(cfg, paths, ov, "synthetic", name, executor, "0of1", processes=False)
         merge(paths, "synthetic", name, executor, 1)
-        return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "calls", "rounds")}
+        return {t: read_parquet(out[t], COLLECT_TABLES[t]).to_pylist() for t in ("problems", "calls", "rounds")}
 
     got = {n: collect(n) for n in ("brsd", "brsd_sd", "brsd_w8a8", "brsd_u280")}
     ahead = {n: collect(n, "step_ahead") for n in ("brsd_w8a8", "brsd_u280")}
@@ -150,7 +150,7 @@ def test_a_variant_with_another_draft_runs_each_problem_once(trained_models, ci_
     """collect.repeats serves the replay's validation, which reads no variant drafted by another implementation:
     brsd_w8a8 runs each problem once (no repeats rows, one journal entry per problem), brsd keeps its repeats."""
     from heterospec.collect import run_shard
-    from heterospec.reasoning.collect_schemas import TABLES
+    from heterospec.reasoning.collect_schemas import COLLECT_TABLES
     from heterospec.store import read_parquet
 
     ov = ["experiment=ci", "collect.limit=2", "collect.repeats=2"]
@@ -159,7 +159,7 @@ def test_a_variant_with_another_draft_runs_each_problem_once(trained_models, ci_
     repeats = {}
     for name in ("brsd", "brsd_w8a8"):
         out = run_shard(cfg, paths, ov, "synthetic", name, "sequential", "0of1", processes=False)
-        repeats[name] = {r["repeat"] for r in read_parquet(out["repeats"], TABLES["repeats"]).to_pylist()}
+        repeats[name] = {r["repeat"] for r in read_parquet(out["repeats"], COLLECT_TABLES["repeats"]).to_pylist()}
         repeats[name + " journal"] = len(list((out["problems"].parent / "journal").glob("*.json")))
     assert repeats == {"brsd": {0, 1}, "brsd journal": 4, "brsd_w8a8": set(), "brsd_w8a8 journal": 2}
 
@@ -183,7 +183,7 @@ def test_a_variants_executors_run_interleaved_problem_by_problem_to_the_block_wi
     speedup compares runs of the same seconds), a block-wise journal of it found there not resumed; the tables are
     those of one block-wise collect per executor."""
     from heterospec.collect import Collect, interleaved_order, run_shard, run_variant
-    from heterospec.reasoning.collect_schemas import TABLES
+    from heterospec.reasoning.collect_schemas import COLLECT_TABLES
     from heterospec.reasoning.repeats import journal_name
     from heterospec.tasks import load_problems
     from test_collect_timed import decided, same
@@ -205,5 +205,5 @@ def test_a_variants_executors_run_interleaved_problem_by_problem_to_the_block_wi
     copy_quantized(ci_quantized, block)
     for (a, e), tables in out.items():
         mine = run_shard(cfg, block, ov, "synthetic", a, e, "0of1", processes=False)
-        for t in TABLES:
+        for t in COLLECT_TABLES:
             assert same(decided(tables[t], t, e), decided(mine[t], t, e)), (a, e, t)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from heterospec.models.early_stop import EarlyStop, Validation
-from heterospec.models.train import Progress
+from heterospec.models.train import TrainingProgress
 
 BAR = 0.15
 
@@ -33,7 +33,7 @@ def _train(steps: int, every: int = 10, every_near: int = 0, again_below: float 
     torch.manual_seed(0)
     model = torch.nn.Linear(1, 1, bias=False)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    run, trained, lines, data = Progress(), [], [], _batches()
+    run, trained, lines, data = TrainingProgress(), [], [], _batches()
     validation = Validation("scripted error", "validation_step_error", BAR, lambda m: error(run.step),
                             lambda v: v <= BAR, every, every_near, again_below)
     early = EarlyStop(validation, steps, lines.append) if stop else None

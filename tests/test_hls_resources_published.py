@@ -12,7 +12,7 @@ from heterospec.config.hardware import Device, device
 from heterospec.errors import UserError
 from heterospec.hls.perf import Arch, Design, port_rate, token_ms
 from heterospec.hls.published import platform_check
-from heterospec.hls.resources import RESOURCES, fit, fit_slrs, usage
+from heterospec.hls.resources import FPGA_RESOURCES, fit, fit_slrs, usage
 
 QWEN = Arch(hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, intermediate=4864, vocab=151936)
 
@@ -35,7 +35,7 @@ def test_each_slr_offers_what_the_platform_leaves(cfg, u280):
     assert rows[1]["lut_available"] == 364800 and rows[1]["dsp_available"] == 2784
     assert rows[0]["dsp_util"] == pytest.approx(2048 / 2664)          # the shared 32x128 engine beside the HBM
     device = fit(u["total"], u280, dict(cfg.hls.shell_margin))
-    for r in RESOURCES:                                               # the device row is the sum of the SLRs
+    for r in FPGA_RESOURCES:                                               # the device row is the sum of the SLRs
         assert device[f"{r}_available"] == sum(row[f"{r}_available"] for row in rows)
         assert all(row[f"{r}_available"] <= float(u280.fabric.total(r)) / 3 for row in rows)
 

@@ -212,7 +212,7 @@ def test_collect_with_a_board_as_the_draft_runs_its_kernel_in_worker_processes(k
     """collect.draft=u280: the collect stage builds the recipe, the draft's worker process loads the
     library; the shard's problems and KVMU tables equal those of the torch int8 draft in-process."""
     from heterospec.collect import run_shard
-    from heterospec.reasoning.collect_schemas import TABLES
+    from heterospec.reasoning.collect_schemas import COLLECT_TABLES
     from heterospec.store import read_parquet
     _, paths, *_ = kernel
     ov = brsd[3] + ["collect.limit=3"]
@@ -220,7 +220,7 @@ def test_collect_with_a_board_as_the_draft_runs_its_kernel_in_worker_processes(k
     def shard(extra: list[str], processes: bool) -> dict[str, list[dict]]:
         out = run_shard(compose_config(ov + extra), paths, ov + extra, "synthetic", "brsd", "sequential", "0of1",
                         processes=processes)
-        return {t: read_parquet(out[t], TABLES[t]).to_pylist() for t in ("problems", "kvmu", "calls")}
+        return {t: read_parquet(out[t], COLLECT_TABLES[t]).to_pylist() for t in ("problems", "kvmu", "calls")}
 
     want = shard([], False)
     got = shard(["collect.draft=u280"], True)

@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # Lowest first. A top-level module or subpackage of heterospec belongs to exactly one layer.
 LAYERS = [
     {"heterospec", "config", "errors", "paths", "store", "grading", "text_table", "stage", "manifests", "arrivals",
-     "progress", "workflow_log"},  # leaves and shared plumbing
+     "progress", "workflow_log", "trio"},  # leaves and shared plumbing
     {"ids", "precision", "shapes"},  # board and model ids; bytes per precision; published model shapes
     {"models", "tasks"},           # the trio and how one model decodes; the synthetic task and benchmarks
     {"speculative", "quantize"},   # token-level speculative decoding; W8A8

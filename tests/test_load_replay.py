@@ -62,10 +62,10 @@ def generated(n: int, seed: int = 7) -> list[TracedProblem]:
             out_ = rng.choice(["accept", "accept", "accept", "rescue", "backtrack"])
             d, t = rng.randint(4, 40), rng.randint(4, 40) if out_ != "accept" else 0
             rb = rng.randint(0, kv) if out_ == "backtrack" else 0
-            p.outcome.append(out_); p.d.append(d); p.t.append(t); p.kvv.append(kv); p.kvt.append(kv - rb)
-            p.scored.append(True); p.r.append(rng.randint(1, 30) if out_ == "backtrack" else 0)
+            p.outcome.append(out_); p.draft_tokens.append(d); p.target_tokens.append(t); p.kv_verify.append(kv); p.kv_target.append(kv - rb)
+            p.target_scored.append(True); p.rescue_tokens.append(rng.randint(1, 30) if out_ == "backtrack" else 0)
             kv = kv + d if out_ == "accept" else kv - rb + t
-            p.path.append(kv)
+            p.path_tokens.append(kv)
         out.append(p)
     return out
 

@@ -17,8 +17,8 @@ from heterospec.hls.stage import HLS_CSIM_SCHEMA, KVMU_SYNTH_SCHEMA
 from heterospec.hls.tables import HLS_BREAKDOWN_SCHEMA, HLS_RESOURCES_SCHEMA
 from heterospec.models.quality_report import MODEL_QUALITY_SCHEMA
 from heterospec.quantize.w8a8_quality import QUANTIZE_QUALITY_SCHEMA
-from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
-from heterospec.reasoning.serving_schemas import TABLES as SERVING_TABLES
+from heterospec.reasoning.collect_schemas import COLLECT_TABLES
+from heterospec.reasoning.serving_schemas import SERVING_TABLES
 from heterospec.replay.artifact.replays import ARTIFACT_REPLAY_SCHEMA
 from heterospec.replay.load.load_metrics import LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA
 from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA

@@ -16,7 +16,7 @@ from heterospec.models.role_manifest import read_manifest
 from heterospec.paths import ROLES
 from heterospec.reasoning.kvcache import ACCEPT, INIT, ROLLBACK, SPECULATION
 from heterospec.reasoning.session import Session
-from heterospec.reasoning.collect_schemas import TABLES
+from heterospec.reasoning.collect_schemas import COLLECT_TABLES
 from heterospec.replay.simulator.steps import steps_from_calls
 from heterospec.replay.traces.reader import find_traces
 from heterospec.store import read_parquet
@@ -184,13 +184,13 @@ def test_collect_shards_resume_and_merge(trio, tmp_path, monkeypatch):
     run_shard(cfg, paths, ov, "synthetic", "brsd", "sequential", "1of2", processes=False)
     assert first.exists() and all(journal.joinpath(n).stat().st_mtime_ns == t for n, t in kept.items())
     merge(paths, "synthetic", "brsd", "sequential", 2)
-    problems = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "problems"), TABLES["problems"])
-    calls = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "calls"), TABLES["calls"])
+    problems = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "problems"), COLLECT_TABLES["problems"])
+    calls = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "calls"), COLLECT_TABLES["calls"])
     assert problems.num_rows == 6 and len(set(problems.column("problem_id").to_pylist())) == 6
     assert set(calls.column("role").to_pylist()) == {"draft", "prm", "target"}
     assert all(e >= s for s, e in zip(calls.column("start_ns").to_pylist(), calls.column("end_ns").to_pylist()))
     # the step table: one row per draft proposal, its outcome the controller's; the validation's step view is it
-    steps = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "steps"), TABLES["steps"]).to_pylist()
+    steps = read_parquet(paths.collect_table("synthetic", "brsd", "sequential", "steps"), COLLECT_TABLES["steps"]).to_pylist()
     proposals = [c for c in calls.to_pylist() if c["role"] == "prm" and c["attempt"] == 0]
     assert [(s["problem_id"], s["outcome"] == "accept") for s in steps] == \
         [(c["problem_id"], c["outcome"] == "accept") for c in proposals]
@@ -269,7 +269,7 @@ def test_quantized_draft_runs_as_the_draft(trio, trained_models, ci_quantized):
     _, qpaths = trained_models.run(OVERRIDES)     # the trio's run
     copy_quantized(ci_quantized, qpaths)     # the session's export of this trio's draft, by the quantize stage
     out = run_shard(compose_config(ov), qpaths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
-    problems = read_parquet(out["problems"], TABLES["problems"])
+    problems = read_parquet(out["problems"], COLLECT_TABLES["problems"])
     assert problems.num_rows == 6 and sum(problems.column("draft_tokens").to_pylist()) > 0
     # the draft role is the W8A8 export, and its cached step equals the export's own greedy continuation,
     # recomputed here by a full forward per token without any cache
@@ -301,7 +301,7 @@ def test_collect_repeats(trio, monkeypatch, capsys):
     run_shard(compose_config(base), paths, base, "synthetic", "brsd", "sequential", "0of1", processes=False)
     first = {p.name: p.stat().st_mtime_ns for p in journal.glob("*.json")}
     out = paths.collect_shard("synthetic", "brsd", "sequential", "0of1", "repeats")
-    assert len(first) == 3 and read_parquet(out, TABLES["repeats"]).num_rows == 0    # one run: no repeats rows
+    assert len(first) == 3 and read_parquet(out, COLLECT_TABLES["repeats"]).num_rows == 0    # one run: no repeats rows
     ov = base + ["collect.repeats=2"]
     run_shard(compose_config(ov), paths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
     assert all(journal.joinpath(n).stat().st_mtime_ns == t for n, t in first.items())   # only the new runs ran
@@ -316,7 +316,7 @@ def test_collect_repeats(trio, monkeypatch, capsys):
     (journal / "000000.r1.json").write_text(json.dumps(quiet))
     run_shard(compose_config(ov), paths, ov, "synthetic", "brsd", "sequential", "0of1", processes=False)
     merge(paths, "synthetic", "brsd", "sequential", 1)
-    table = lambda t: read_parquet(paths.collect_table("synthetic", "brsd", "sequential", t), TABLES[t]).to_pylist()
+    table = lambda t: read_parquet(paths.collect_table("synthetic", "brsd", "sequential", t), COLLECT_TABLES[t]).to_pylist()
     problems, calls, reps = table("problems"), table("calls"), table("repeats")
     assert len(problems) == 3 and len({p["problem_id"] for p in problems}) == 3
     for p in problems:

@@ -183,7 +183,7 @@ def test_a_rewrite_resumes_its_prefetch_when_the_profile_counts_the_prompt_as_co
     assert _last_rewrite_ms(prob, u280, plain) < plain.target(50, 45) - 1.0
     counted = get_profile("paper_v12")
     counted.context_includes_prompt = True
-    assert _last_rewrite_ms(replace(prob, prompt=100), u280, counted) < counted.target(100 + 50, 45) - 1.0
+    assert _last_rewrite_ms(replace(prob, prompt_tokens=100), u280, counted) < counted.target(100 + 50, 45) - 1.0
 
 
 def test_a_deeper_look_ahead_is_a_named_option(u280):

@@ -44,9 +44,9 @@ def problems(draw):
         d = draw(st.integers(0 if out == "backtrack" else 1, 150))
         t = draw(st.integers(1, 150)) if out != "accept" else 0
         rb = draw(st.integers(0, kv)) if out == "backtrack" else 0
-        p.outcome.append(out); p.d.append(d); p.t.append(t); p.kvv.append(kv); p.kvt.append(kv - rb)
+        p.outcome.append(out); p.draft_tokens.append(d); p.target_tokens.append(t); p.kv_verify.append(kv); p.kv_target.append(kv - rb)
         kv = kv + d if out == "accept" else kv - rb + t
-        p.path.append(kv)
+        p.path_tokens.append(kv)
     return p
 
 
@@ -62,7 +62,7 @@ def test_invariants(prob):
         assert m["discarded_energy_j"] >= 0 and m["stall_ms"] >= 0
         assert m["latency_ms"] >= m["lower_bound_ms"] - 1e-9
         assert 0 < m["efficiency"] <= 1 + 1e-12
-        assert m["accepted_tokens"] == prob.path[-1]
+        assert m["accepted_tokens"] == prob.path_tokens[-1]
         assert m["latency_ms"] >= max(m["busy_draft_ms"], m["busy_prm_ms"], m["busy_target_ms"]) - 1e-9
     assert len({m["accepted_tokens"] for m in res.values()}) == 1
     seq = res["sequential"]["latency_ms"]
@@ -114,7 +114,7 @@ def test_zero_cost_link_changes_only_comm_time(prob, sched):
     base = simulate_problem(prob, sched, CTX)[0]
     free = simulate_problem(prob, sched, Ctx(CTX.profile, system(bw=math.inf, lat_us=0.0)))[0]
     assert free["comm_ms"] == 0.0 and free["comm_share"] == 0.0
-    assert base["comm_ms"] > 0 or sum(prob.d) + sum(prob.t) == 0
+    assert base["comm_ms"] > 0 or sum(prob.draft_tokens) + sum(prob.target_tokens) == 0
     gain = base["latency_ms"] - free["latency_ms"]
     assert -1e-9 <= gain <= base["comm_ms"] + 1e-9
     assert free["accepted_tokens"] == base["accepted_tokens"]
@@ -165,7 +165,7 @@ class BetweenTokens(PrefixCached):
 def _cached_problem():
     # accept 10; reject 8 -> target 12; accept 9; reject 7 -> failed rescue 5, backtrack to 22 -> target 6
     return TracedProblem("s", "p", 0, ["accept", "rescue", "accept", "backtrack"], [10, 8, 9, 7], [0, 12, 0, 6],
-                   [0, 10, 22, 31], [0, 10, 22, 22], [10, 22, 31, 28], r=[0, 0, 0, 5])
+                   [0, 10, 22, 31], [0, 10, 22, 22], [10, 22, 31, 28], rescue_tokens=[0, 0, 0, 5])
 
 
 def test_prefix_caches_read_only_new_context():
@@ -188,7 +188,7 @@ def test_prefix_caches_read_only_new_context():
 def test_prefix_cache_never_slows_the_sequential_baseline(prob):
     cached = simulate_problem(prob, "sequential", Ctx(PrefixCached(), system()))[0]
     assert cached["latency_ms"] <= simulate_problem(prob, "sequential", CTX)[0]["latency_ms"] + 1e-9
-    assert cached["accepted_tokens"] == prob.path[-1]
+    assert cached["accepted_tokens"] == prob.path_tokens[-1]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -273,7 +273,7 @@ def test_artifact_steps_and_grid_sanity():
     assert steps.num_rows == 4692
     probs = problems_from_steps(steps)
     assert len(probs) == 385
-    assert all(p.path[-1] >= 0 and min(p.kvt) >= 0 for p in probs)
+    assert all(p.path_tokens[-1] >= 0 and min(p.kv_target) >= 0 for p in probs)
     sub = probs[:40]
     t = simulate(sub, [system(), system("gpu3", (349.0, 175.0))], SCHEDULES).to_pylist()
     mean = {}

@@ -96,17 +96,17 @@ def test_bad_yields_to():
 @st.composite
 def problems(draw):
     n, kv = draw(st.integers(1, 8)), 0
-    p = TracedProblem("s", "p", draw(st.integers(0, 50)), [], [], [], [], [], [], scored=[], r=[])
+    p = TracedProblem("s", "p", draw(st.integers(0, 50)), [], [], [], [], [], [], target_scored=[], rescue_tokens=[])
     for _ in range(n):
         out = draw(st.sampled_from(["accept", "accept", "rescue", "backtrack"]))
         d = draw(st.integers(1, 20))
         t = draw(st.integers(1, 20)) if out != "accept" else 0
         rb = draw(st.integers(0, kv)) if out == "backtrack" else 0
-        p.outcome.append(out); p.d.append(d); p.t.append(t); p.kvv.append(kv); p.kvt.append(kv - rb)
-        p.scored.append(draw(st.booleans()) or out == "backtrack")
-        p.r.append(draw(st.integers(0, 20)) if out == "backtrack" else 0)
+        p.outcome.append(out); p.draft_tokens.append(d); p.target_tokens.append(t); p.kv_verify.append(kv); p.kv_target.append(kv - rb)
+        p.target_scored.append(draw(st.booleans()) or out == "backtrack")
+        p.rescue_tokens.append(draw(st.integers(0, 20)) if out == "backtrack" else 0)
         kv = kv + d if out == "accept" else kv - rb + t
-        p.path.append(kv)
+        p.path_tokens.append(kv)
     return p
 
 
@@ -130,14 +130,14 @@ def test_rsd_rescue_unscored_and_brsd_failed_rescue_paid():
     ctx = Ctx(p12, cpu3({}))
     base = TracedProblem("s", "p", 0, ["accept", "rescue"], [10, 10], [0, 12], [0, 10], [0, 10], [10, 22])
     scored = simulate_problem(base, "sequential", ctx)[0]["latency_ms"]
-    rsd = simulate_problem(replace(base, scored=[True, False]), "sequential", ctx)[0]["latency_ms"]
+    rsd = simulate_problem(replace(base, target_scored=[True, False]), "sequential", ctx)[0]["latency_ms"]
     assert scored - rsd == pytest.approx(p12.prm_score(22) + ctx.comm(12) - ctx.comm(12), rel=1e-9)
     bt = TracedProblem("s", "p", 0, ["accept", "backtrack"], [10, 10], [0, 12], [0, 10], [0, 0], [10, 12])
     plain = simulate_problem(bt, "sequential", ctx)[0]["latency_ms"]
-    failed = simulate_problem(replace(bt, r=[0, 7]), "sequential", ctx)[0]["latency_ms"]
+    failed = simulate_problem(replace(bt, rescue_tokens=[0, 7]), "sequential", ctx)[0]["latency_ms"]
     assert failed - plain == pytest.approx(p12.target(10, 7) + ctx.comm(7) + p12.prm_score(17), rel=1e-9)
     # step_ahead: the backtrack's rewrite at the anchor resumes the anchor's stopped prefetch
-    sa = simulate_problem(replace(bt, r=[0, 7]), "step_ahead", ctx)[1]
+    sa = simulate_problem(replace(bt, rescue_tokens=[0, 7]), "step_ahead", ctx)[1]
     rewrite = [o for o in sa if o.kind == "rewrite"][-1]
     assert rewrite.work < p12.target(0, 12)
 
@@ -501,7 +501,7 @@ def test_sequential_draft_takes_a_scored_rescue_in_after_its_verdict():
             _call(7, 2, "draft", "prefill", 7, 0, 16, 2.0),                          # its feed into the draft
             _call(8, 2, "draft", "decode", 0, 4, 22, 3.0), _call(9, 2, "prm", "score", 4, 0, 22, 1.0)]
     (prob,) = problems_from_steps(steps_from_calls(pa.Table.from_pylist(rows, schema=MODEL_CALLS_SCHEMA)))
-    assert prob.outcome == ["accept", "rescue", "accept"] and prob.scored[1]
+    assert prob.outcome == ["accept", "rescue", "accept"] and prob.target_scored[1]
     tt = TraceTimes(prob, rows, _zero_fit())
     system = replace(cpu3({}), link_bandwidth_gbs=float("inf"), link_latency_us=0.0)
     m, ops = simulate_problem(prob, "sequential", Ctx(tt, system))

@@ -7,7 +7,7 @@ from heterospec.collect import merge, run_shard
 from heterospec.replay.grid import simulate as grid_simulate
 from heterospec.replay.grid.simulate import simulate
 from heterospec.config import compose_config
-from heterospec.reasoning.collect_schemas import TABLES
+from heterospec.reasoning.collect_schemas import COLLECT_TABLES
 from heterospec.replay.profiles.measured import read_fit
 from heterospec.replay.traces.call_times import TraceTimes
 from heterospec.store import read_parquet
@@ -26,7 +26,7 @@ def test_validate_prices_speculative_writes_as_rounds_and_fits_plain_calls_witho
         merge(paths, "synthetic", alg, "sequential", 1)
 
     def table(alg, t):
-        return read_parquet(paths.collect_table("synthetic", alg, "sequential", t), TABLES[t]).to_pylist()
+        return read_parquet(paths.collect_table("synthetic", alg, "sequential", t), COLLECT_TABLES[t]).to_pylist()
     rounds = table("brsd_sd", "rounds")
     assert rounds and not table("rsd", "rounds")
     replayed, alone = [], []

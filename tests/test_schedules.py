@@ -57,7 +57,7 @@ def problems() -> list[TracedProblem]:
         for o, dd, tt, k in zip(outs, d, t, kvt):
             kv = k + (dd if o == "accept" else tt)
             path.append(kv)
-        return TracedProblem("s", name, 1500, outs, d, t, kvv, kvt, path, r=r)
+        return TracedProblem("s", name, 1500, outs, d, t, kvv, kvt, path, rescue_tokens=r)
     return [prob("rescue", ["accept", "rescue", "accept", "accept"], [40, 30, 50, 20], [0, 60, 0, 0],
                  [0, 40, 100, 150], [0, 40, 100, 150]),
             # a long target step: on the U280 the draft's ingest of it outlasts the PRM's score (roofline)

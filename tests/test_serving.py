@@ -26,7 +26,7 @@ from heterospec.config.serving_checks import check_serving
 from heterospec.errors import UserError
 from heterospec.models.batching import feed_batch
 from heterospec.models.prefix_cache import PrefixCache
-from heterospec.reasoning.serving_schemas import TABLES
+from heterospec.reasoning.serving_schemas import SERVING_TABLES
 from heterospec.replay.validation.against_serving import (SERVING_OUTPUTS_SCHEMA, SERVING_VALIDATION_SCHEMA, host_ms, load_summary, outputs,
                                                reference_tables, validate)
 from heterospec.serve import check_kv_room, run_stage
@@ -75,7 +75,7 @@ def served(trained_models, tmp_path_factory):
         validate(cfg, paths)
     finally:
         os.chdir(cwd)
-    return cfg, paths, {t: read_parquet(paths.serving_table(t), s) for t, s in TABLES.items()}
+    return cfg, paths, {t: read_parquet(paths.serving_table(t), s) for t, s in SERVING_TABLES.items()}
 
 
 def test_served_requests_reason_as_the_sequential_executor(served):
@@ -324,7 +324,7 @@ def test_killed_serving_run_resumes_with_every_request_once(trained_models, tmp_
     assert whole.returncode == 0, err[-3000:]
 
     def table(run: str, t: str) -> list[dict]:
-        return read_parquet(cwd / "results" / run / "serving" / f"{t}.parquet", TABLES[t]).to_pylist()
+        return read_parquet(cwd / "results" / run / "serving" / f"{t}.parquet", SERVING_TABLES[t]).to_pylist()
 
     resumed, uninterrupted = table("killed", "requests"), table("whole", "requests")
     keys = [(r["load_index"], r["repeat"], r["request"]) for r in resumed]

@@ -15,7 +15,7 @@ from heterospec.config import compose_config
 from heterospec.errors import UserError
 from heterospec.evaluate import EVALUATION_SCHEMA, evaluate
 from heterospec.reasoning.session import Session
-from heterospec.reasoning.collect_schemas import TABLES
+from heterospec.reasoning.collect_schemas import COLLECT_TABLES
 from heterospec.speculative.strategies import STRATEGIES
 from heterospec.store import read_parquet
 from heterospec.store.catalog import build, query
@@ -112,7 +112,7 @@ def test_collect_writes_the_rounds_table_and_its_view(trio, monkeypatch):  # noq
     run = compose_config(ov)
     run_shard(run, paths, ov, "synthetic", "rsd", "sequential", "0of1", processes=False)
     merge(paths, "synthetic", "rsd", "sequential", 1)
-    table = lambda t: read_parquet(paths.collect_table("synthetic", "rsd", "sequential", t), TABLES[t]).to_pylist()
+    table = lambda t: read_parquet(paths.collect_table("synthetic", "rsd", "sequential", t), COLLECT_TABLES[t]).to_pylist()
     rounds, calls = table("rounds"), table("calls")
     assert rounds and {r["strategy"] for r in rounds} == {"tree"} and {r["algorithm"] for r in rounds} == {"rsd"}
     writes = {(c["problem_id"], c["start_ns"]): c for c in calls if c["role"] == "target" and c["phase"] == "decode"}

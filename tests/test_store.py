@@ -73,7 +73,7 @@ def test_query_without_catalogue_says_what_to_run(tmp_path):
 
 def test_every_collect_table_has_a_view():
     # each table the collect stage writes (calls, steps, problems, kvmu, repeats) is queryable as collect_<name>
-    from heterospec.reasoning.collect_schemas import TABLES as COLLECT
+    from heterospec.reasoning.collect_schemas import COLLECT_TABLES as COLLECT
     from heterospec.store.catalog import TABLES
     for name in COLLECT:
         assert TABLES.get(f"collect_{name}") == f"results/*/collect/*/*/*/{name}.parquet", name

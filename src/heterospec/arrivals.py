@@ -19,7 +19,7 @@ from pathlib import Path
 
 from heterospec.errors import UserError
 
-KINDS = ("poisson", "closed", "timestamps")
+ARRIVAL_KINDS = ("poisson", "closed", "timestamps")
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class Arrivals:
     key: str = "arrivals"
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise UserError(f"{self.key}.kind: '{self.kind}', expected one of {list(KINDS)}")
+        if self.kind not in ARRIVAL_KINDS:
+            raise UserError(f"{self.key}.kind: '{self.kind}', expected one of {list(ARRIVAL_KINDS)}")
         if self.kind == "poisson" and not (self.rate > 0 and math.isfinite(self.rate)):
             raise UserError(f"{self.key}.rate: {self.rate}, expected a rate > 0 requests per second")
         if self.kind == "closed" and self.clients < 1:

@@ -40,7 +40,7 @@ from heterospec.errors import UserError
 from heterospec.paths import ROLES, RunPaths
 from heterospec.progress import progress
 from heterospec.reasoning.repeats import check_same_steps, journal_name, repeat_rows
-from heterospec.reasoning.collect_schemas import TABLES
+from heterospec.reasoning.collect_schemas import COLLECT_TABLES
 from heterospec.store import read_parquet, write_parquet
 
 log = logging.getLogger("heterospec.collect")
@@ -87,7 +87,7 @@ def _journal_spec(cfg, alg, paths: RunPaths, dataset: str, executor: str, shard:
     parts = [OmegaConf.to_yaml(n, resolve=True) for n in
              (dataset_config(cfg, dataset), alg, cfg.models, collect, cfg.system.torch_devices, speculation,
               cfg.system.draft)]
-    parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in TABLES.values())]
+    parts += [dataset, executor, shard, heterospec.__version__, *(str(t.metadata) for t in COLLECT_TABLES.values())]
     parts += [job] if job else []
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
     impl = draft_implementation(cfg)
@@ -154,7 +154,7 @@ def plan_collect(cfg, paths: RunPaths, overrides: list[str], dataset: str, algor
     check_strategy(str(cfg.algorithm.target_decoding), "algorithm.target_decoding", plain=True)  # before reading
     problems = load_problems(dataset_config(cfg, dataset, overrides), cfg.collect.limit)
     mine = [problems[k] for k in shard_range(len(problems), i, n)]
-    out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in TABLES}
+    out = {t: paths.collect_shard(dataset, algorithm, executor, shard, t) for t in COLLECT_TABLES}
     journal = out["problems"].parent / "journal"
     _open_journal(journal, _journal_spec(cfg, cfg.algorithm, paths, dataset, executor, shard, job))
     return Collect(cfg, dataset, algorithm, executor, shard, mine, repeats, journal, out)
@@ -201,10 +201,10 @@ def write_tables(c: Collect) -> dict[str, Path]:
     """The shard's tables from its journal: the first repeat's rows, every repeat's timings (``repeats``)."""
     run_fields = dict(run=c.cfg.name, models=c.cfg.models.name, dataset=c.dataset, algorithm=c.algorithm,
                       executor=c.executor)
-    tables: dict[str, list[dict]] = {t: [] for t in TABLES}
+    tables: dict[str, list[dict]] = {t: [] for t in COLLECT_TABLES}
     for k in range(len(c.problems)):
         rows = json.loads((c.journal / journal_name(k, 0)).read_text())
-        for t in TABLES:
+        for t in COLLECT_TABLES:
             tables[t].extend({**run_fields, **r} for r in rows.get(t, ()))
         for j in range(1, c.repeats):
             again = json.loads((c.journal / journal_name(k, j)).read_text())
@@ -212,7 +212,7 @@ def write_tables(c: Collect) -> dict[str, Path]:
             tables["repeats"].extend({**run_fields, **r} for r in repeat_rows(again, j))
         if c.repeats > 1:
             tables["repeats"].extend({**run_fields, **r} for r in repeat_rows(rows, 0))
-    for t, schema in TABLES.items():
+    for t, schema in COLLECT_TABLES.items():
         write_parquet(tables[t], c.out[t], schema)
     acc = 100 * sum(r["correct"] for r in tables["problems"]) / max(1, len(tables["problems"]))
     log.info("%s/%s/%s shard %s: %d problems, %.1f%% correct", c.dataset, c.algorithm, c.executor, c.shard,
@@ -313,7 +313,7 @@ def check_one_session(collects: list[Collect], what: str = "timed") -> None:
 
 def merge(paths: RunPaths, dataset: str, algorithm: str, executor: str, shards: int) -> None:
     """Join the shards of one (dataset, algorithm, executor) into its tables."""
-    for t, schema in TABLES.items():
+    for t, schema in COLLECT_TABLES.items():
         parts = [read_parquet(paths.collect_shard(dataset, algorithm, executor, f"{i}of{shards}", t), schema)
                  for i in range(shards)]
         write_parquet(pa.concat_tables(parts), paths.collect_table(dataset, algorithm, executor, t), schema)

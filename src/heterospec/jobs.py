@@ -16,8 +16,8 @@ from heterospec.config.collect_variants import executors, timed_collects, varian
 from heterospec.errors import UserError
 from heterospec.paths import EVAL_ROLES
 from heterospec.precision import DTYPE_PRECISION, WEIGHT_BYTES
+from heterospec.trio import ROLES
 
-ROLES = ("draft", "prm", "target")
 
 # Host memory: a Python process with torch and transformers imported, and the headroom around model weights
 # (a checkpoint passes through host memory on its way to a GPU; on the CPU activations and KV caches sit beside it).

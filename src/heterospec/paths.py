@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-ROLES = ("draft", "prm", "target")
+from heterospec.trio import ROLES
+
 EVAL_METHODS = ("draft_only", "target_only", "target_sd")
 # the trained roles each evaluate method loads, the one whose tokens it writes first (target_sd: the draft drafts)
 EVAL_ROLES = {"draft_only": ("draft",), "target_only": ("target",), "target_sd": ("target", "draft")}

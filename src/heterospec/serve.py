@@ -28,7 +28,7 @@ from heterospec.config.serving_checks import ROLES, check_serving, load_points, 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.precision import DTYPE_PRECISION, kv_bytes_per_token
-from heterospec.reasoning.serving_schemas import TABLES
+from heterospec.reasoning.serving_schemas import SERVING_TABLES
 from heterospec.store import write_parquet
 
 log = logging.getLogger("heterospec.serve")
@@ -47,7 +47,7 @@ def _spec(cfg, paths: RunPaths, dataset: str) -> str:
 
     parts = [digest(cfg.serving, cfg.algorithm, cfg.models, cfg.system.torch_devices, dataset_config(cfg, dataset),
                     cfg.collect.draft, cfg.collect.threads_per_role), heterospec.__version__]
-    parts += [str(t.metadata) for t in TABLES.values()]
+    parts += [str(t.metadata) for t in SERVING_TABLES.values()]
     parts += [paths.model_manifest(r).read_text() for r in ROLES if paths.model_manifest(r).exists()]
     return "\n".join(parts)
 
@@ -120,7 +120,7 @@ def run_stage(cfg, paths: RunPaths, overrides: list[str], processes: bool = True
 
 def _serve_runs(cfg, paths, alg, problems, points, todo, journal, processes) -> None:
     from heterospec.progress import progress
-    from heterospec.reasoning.serving import Dispatcher, Request, serve
+    from heterospec.reasoning.serving import Dispatcher, ServedRequest, serve
     from heterospec.reasoning.session import Session
 
     s = cfg.serving
@@ -129,10 +129,10 @@ def _serve_runs(cfg, paths, alg, problems, points, todo, journal, processes) -> 
                  serving=batch) as session:
         prompts = [session.prompt_ids(p.question) for p in problems]
 
-        def requests(order: list[int], times: list[float]) -> list[Request]:
-            return [Request(k, problems[i], prompts[i], t) for k, (i, t) in enumerate(zip(order, times))]
+        def requests(order: list[int], times: list[float]) -> list[ServedRequest]:
+            return [ServedRequest(k, problems[i], prompts[i], t) for k, (i, t) in enumerate(zip(order, times))]
 
-        def run(reqs: list[Request], closed: tuple[int, float] | None = None):
+        def run(reqs: list[ServedRequest], closed: tuple[int, float] | None = None):
             d = Dispatcher(session.roles, batch)
             results, t0 = serve(d, reqs, alg, alg.max_tokens_per_call, session.devices, session.impls, closed)
             return d, results, t0
@@ -168,7 +168,7 @@ def _serve_runs(cfg, paths, alg, problems, points, todo, journal, processes) -> 
 def _run_rows(meta: dict, reqs, results: dict, records: list[dict], t0: int) -> dict[str, list[dict]]:
     """One load-point run's rows for the serving tables (run fields not filled)."""
     keys = dict(load_index=meta["load_index"], repeat=meta["repeat"])
-    out = {t: [] for t in TABLES}
+    out = {t: [] for t in SERVING_TABLES}
     for req in reqs:
         rows = results[req.index]
         problem = rows["problems"][0]
@@ -187,12 +187,12 @@ def _run_rows(meta: dict, reqs, results: dict, records: list[dict], t0: int) -> 
 def _merge(cfg, paths: RunPaths, dataset: str, runs, journal: Path) -> dict[str, Path]:
     """The journaled runs, in session order, into the serving tables."""
     fields = dict(run=cfg.name, models=cfg.models.name, dataset=dataset, algorithm=str(cfg.serving.algorithm))
-    tables: dict[str, list[dict]] = {t: [] for t in TABLES}
+    tables: dict[str, list[dict]] = {t: [] for t in SERVING_TABLES}
     for rep, li in runs:
         rows = json.loads((journal / f"run-{li}-{rep}.json").read_text())
-        for t in TABLES:
+        for t in SERVING_TABLES:
             tables[t] += [{**fields, **r} for r in rows[t]]
-    out = {t: write_parquet(tables[t], paths.serving_table(t), schema) for t, schema in TABLES.items()}
+    out = {t: write_parquet(tables[t], paths.serving_table(t), schema) for t, schema in SERVING_TABLES.items()}
     n = len(tables["requests"])
     log.info("served %d requests in %d load-point runs; %.1f%% correct", n, len(runs),
              100 * sum(r["correct"] for r in tables["requests"]) / max(1, n))

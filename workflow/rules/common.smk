@@ -15,7 +15,7 @@ from heterospec.config.serving_checks import check_serving, serving_dataset
 from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
-from heterospec.reasoning.collect_schemas import TABLES as COLLECT_TABLES
+from heterospec.reasoning.collect_schemas import COLLECT_TABLES as COLLECT_TABLES
 from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
 from heterospec.report.tau_sweep import sweep_path, sweeps_ours
 from heterospec.report.sweep import parse_sweep, sweep_name

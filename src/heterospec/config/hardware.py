@@ -14,9 +14,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from heterospec.config import entry_path, group_entry
 from heterospec.errors import UserError
+from heterospec.trio import ROLES
 
-ROLES = ("draft", "prm", "target")
-KINDS = ("gpu", "fpga", "cpu", "soc")
+DEVICE_KINDS = ("gpu", "fpga", "cpu", "soc")
 DSP_KINDS = ("dsp48e2", "dsp58")
 BANKS = ("hbm", "ddr")
 OPS_PER_DSP = 2          # one int8 multiply-accumulate per DSP per cycle (no int8 packing): the datasheet peak
@@ -116,8 +116,8 @@ class Device:
         name = str(d.get("name") or "?")
         where = str(entry_path("hardware", name))
         kind = _req(d, "kind", where, str)
-        if kind not in KINDS:
-            raise UserError(f"{where}: kind '{kind}'; expected one of {list(KINDS)}")
+        if kind not in DEVICE_KINDS:
+            raise UserError(f"{where}: kind '{kind}'; expected one of {list(DEVICE_KINDS)}")
         clock = _opt(d, "clock_mhz", where, float)
         fabric = _fabric(d.get("fpga"), where) if d.get("fpga") is not None else None
         if kind == "fpga" and fabric is None:

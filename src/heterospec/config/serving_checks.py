@@ -8,9 +8,9 @@ from omegaconf import DictConfig
 
 from heterospec.config.collect_variants import draft_implementation, is_variant
 from heterospec.errors import UserError
+from heterospec.arrivals import ARRIVAL_KINDS
+from heterospec.trio import ROLES
 
-ROLES = ("draft", "prm", "target")
-ARRIVALS = ("poisson", "closed", "timestamps")
 BATCHING_DRAFTS = ("model",)        # draft implementations with a batched forward pass (the float checkpoint)
 LANE_DRAFTS = ("model", "w8a8")     # ... and those that can keep one KV cache per request in flight
 
@@ -27,8 +27,8 @@ def load_points(cfg: DictConfig) -> list[float | str]:
     """One entry per load point: a rate multiple (poisson), a number of clients (closed) or a file (timestamps)."""
     s = cfg.serving
     kind = str(s.arrivals)
-    if kind not in ARRIVALS:
-        raise UserError(f"serving.arrivals: '{kind}', expected one of {list(ARRIVALS)}")
+    if kind not in ARRIVAL_KINDS:
+        raise UserError(f"serving.arrivals: '{kind}', expected one of {list(ARRIVAL_KINDS)}")
     if kind == "timestamps":
         if not s.timestamps:
             raise UserError("serving.timestamps: empty; arrivals=timestamps needs one file of arrival times per load "

@@ -43,7 +43,7 @@ GPU_CHECK_DFVG_WALL_SCHEMA = versioned("gpu_check_dfvg_wall", 1, [
 ])
 
 
-class Progress:
+class CheckProgress:
     """Progress lines on stdout and in ``progress.log``, each with the time since the check started."""
 
     def __init__(self, log: Path):
@@ -124,7 +124,7 @@ class Steps:
     """Runs the check's steps, each unless its outputs exist, and keeps each step's seconds in ``seconds.json`` (a
     resumed check reports the time its kept steps took when they ran)."""
 
-    def __init__(self, say: Progress, record: Path):
+    def __init__(self, say: CheckProgress, record: Path):
         self.say, self.record = say, record
         self.seconds: dict[str, float] = json.loads(record.read_text()) if record.exists() else {}
 
@@ -165,7 +165,7 @@ def check(device: str, out: Path, models: Path, run: str = "ci", limit: int | No
     if stamp.exists() and json.loads(stamp.read_text()) != mine:
         raise UserError(f"{out} holds a check of {stamp.read_text().strip()}; give another --out for {mine}")
     stamp.write_text(json.dumps(mine))
-    say = Progress(out / "progress.log")
+    say = CheckProgress(out / "progress.log")
     overrides = run_overrides(run, device, limit)
     env = dict(device=device, device_name=name, python=platform.python_version(), torch=torch.__version__,
                transformers=transformers.__version__, cuda=torch.version.cuda, overrides=overrides)

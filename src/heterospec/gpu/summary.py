@@ -9,7 +9,7 @@ from heterospec.paths import RunPaths
 from heterospec.text_table import format_table
 
 # (title, SQL over one glob of the run's tables)
-HEADLINES = (
+CHECK_HEADLINES = (
     ("Batched prices: batch 1 against the largest batch, at each context (ms per pass)", "replay/batch_prices.parquet",
      "SELECT role, phase, context, tokens, min(batch) AS batch_lo, round(arg_min(ms, batch), 3) AS ms_lo, "
      "max(batch) AS batch_hi, round(arg_max(ms, batch), 3) AS ms_hi, "
@@ -47,7 +47,7 @@ def summarise(out: Path, run: str, paths: RunPaths, env: dict, seconds: dict[str
         rows = con.execute(f"SELECT count(*) FROM read_parquet({_sql_str(p)})").fetchall()[0][0]
         listed.append(dict(path=str(p), rows=rows))
     headlines = []
-    for title, glob, sql in HEADLINES:
+    for title, glob, sql in CHECK_HEADLINES:
         files = sorted(paths.root.glob(glob))
         if not files:
             continue

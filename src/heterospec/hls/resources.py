@@ -16,11 +16,11 @@ from heterospec.config.hardware import Device
 from heterospec.hls.perf import Arch, Design
 from heterospec.ids import clock_khz
 
-RESOURCES = ("dsp", "lut", "ff", "bram36", "uram")
+FPGA_RESOURCES = ("dsp", "lut", "ff", "bram36", "uram")
 
 
 def _block(slr: int, **r: float) -> dict:
-    return {"slr": slr, **{k: float(r.get(k, 0.0)) for k in RESOURCES}}
+    return {"slr": slr, **{k: float(r.get(k, 0.0)) for k in FPGA_RESOURCES}}
 
 
 def blocks(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str, max_context: int,
@@ -75,10 +75,10 @@ def usage(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str
     fpga = board.fabric
     nslr, mem_slr = fpga.slrs, fpga.memory_slr
     blk = blocks(arch, rows, cols, d, unit, dsp_kind, max_context, mem_slr)
-    per_slr = [dict.fromkeys(RESOURCES, 0.0) for _ in range(nslr)]
+    per_slr = [dict.fromkeys(FPGA_RESOURCES, 0.0) for _ in range(nslr)]
     for b in blk.values():
         s = min(b["slr"], nslr - 1)
-        for r in RESOURCES:
+        for r in FPGA_RESOURCES:
             per_slr[s][r] += b[r]
     sll = [0] * max(nslr - 1, 0)
     for _, a, b, bits in streams(rows, cols, d, mem_slr):
@@ -87,8 +87,8 @@ def usage(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str
             sll[boundary] += bits
             per_slr[boundary]["ff"] += bits * unit["crossing_regs"]
             per_slr[boundary + 1]["ff"] += bits * unit["crossing_regs"]
-    total = {r: int(math.ceil(sum(s[r] for s in per_slr))) for r in RESOURCES}
-    return {"total": total, "slrs": [{r: int(math.ceil(s[r])) for r in RESOURCES} for s in per_slr],
+    total = {r: int(math.ceil(sum(s[r] for s in per_slr))) for r in FPGA_RESOURCES}
+    return {"total": total, "slrs": [{r: int(math.ceil(s[r])) for r in FPGA_RESOURCES} for s in per_slr],
             "sll": sll, "blocks": blk}
 
 
@@ -98,7 +98,7 @@ def fit(used: dict, board: Device, margin: dict) -> dict[str, Any]:
     the assumed shell ``margin``."""
     per_slr = board.fabric.slr_available
     out: dict[str, Any] = {"fits": True, "unchecked": []}
-    for r in RESOURCES:
+    for r in FPGA_RESOURCES:
         total = board.fabric.total(r)
         if total is None:
             out["unchecked"].append(r)
@@ -127,7 +127,7 @@ def fit_slrs(u: dict, board: Device) -> list[dict]:
     rows = []
     for i, used in enumerate(u["slrs"]):
         row: dict[str, Any] = {"slr": f"slr{i}", "fits": True, "unchecked": []}
-        for r in RESOURCES:
+        for r in FPGA_RESOURCES:
             if fpga.total(r) is None:
                 row["unchecked"].append(r)
                 row.update({r: used[r], f"{r}_available": None, f"{r}_util": None})
@@ -151,7 +151,7 @@ def closes(slr_rows: list[dict], total_row: dict, timing: dict, clock_mhz: float
     if ceil is None:
         return False, f"no timing assumption stated for {clock_mhz:g} MHz"
     for row in slr_rows or [total_row]:
-        for r in (*RESOURCES, "sll"):
+        for r in (*FPGA_RESOURCES, "sll"):
             u = row.get(f"{r}_util")
             if u is not None and r in ceil and u > float(ceil[r]):
                 return False, f"{row.get('slr', 'device')} {r} {100 * u:.0f} % > {100 * float(ceil[r]):.0f} %"

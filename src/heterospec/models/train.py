@@ -33,8 +33,8 @@ from heterospec.models.prm import PrmProtocol
 from heterospec.models.rollouts import StepSample, every_position, random_positions, sample_steps
 from heterospec.models.tokenizer import STEP, build_tokenizer, char_encoder
 from heterospec.tasks.synthetic import Problem, corrupt_step, format_prompt, training_stream
+from heterospec.trio import ROLES
 
-ROLES = ("draft", "prm", "target")
 PRM_INITS = ("scratch", "draft", "target")
 IGNORE = -100
 
@@ -306,7 +306,7 @@ def train_role(models_cfg: Any, dataset_cfg: Any, role: str, out_dir: Path,
 
 
 @dataclass
-class Progress:
+class TrainingProgress:
     """Where training stands: optimiser steps taken, tokens trained on, the last batch's loss and its moving
     average (what the log shows)."""
     step: int = 0
@@ -320,10 +320,10 @@ class Progress:
         self.loss = loss
         self.loss_ema = loss if self.loss_ema is None else 0.95 * self.loss_ema + 0.05 * loss
 
-    def snapshot(self) -> "Progress":
+    def snapshot(self) -> "TrainingProgress":
         return replace(self)
 
-    def restore(self, earlier: "Progress") -> None:
+    def restore(self, earlier: "TrainingProgress") -> None:
         self.step, self.tokens, self.loss_ema, self.loss = earlier.step, earlier.tokens, earlier.loss_ema, earlier.loss
 
 
@@ -344,7 +344,7 @@ def _train(role: str, arch: Any, train: Any, gen: Any, out_dir: Path, log: Calla
     data = batches(tokenizer, gen, role, train, samples)
     validation = _validator(role, train, gen, tokenizer, draft_dir)
     stop = EarlyStop(validation, int(train.steps), lambda s: log(f"[train {role}] {s}")) if validation else None
-    run = Progress()
+    run = TrainingProgress()
     while run.step < train.steps:
         batch = stop.next_batch(data) if stop else next(data)
         run.add(batch, _optimiser_step(model, opt, batch, lr_at(run.step, train), role, float(train.prm_lm_weight)))

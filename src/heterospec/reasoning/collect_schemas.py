@@ -107,5 +107,5 @@ COLLECT_ROUNDS_SCHEMA = versioned("collect_rounds", 1, _RUN + [
                   "draft_passes", "draft_ms", "verify_ms", "kv_target"),
 ])
 
-TABLES = {"calls": COLLECT_CALLS_SCHEMA, "steps": COLLECT_STEPS_SCHEMA, "problems": COLLECT_PROBLEMS_SCHEMA, "kvmu": COLLECT_KVMU_SCHEMA,
+COLLECT_TABLES = {"calls": COLLECT_CALLS_SCHEMA, "steps": COLLECT_STEPS_SCHEMA, "problems": COLLECT_PROBLEMS_SCHEMA, "kvmu": COLLECT_KVMU_SCHEMA,
           "repeats": COLLECT_REPEATS_SCHEMA, "rounds": COLLECT_ROUNDS_SCHEMA}

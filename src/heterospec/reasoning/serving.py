@@ -27,12 +27,12 @@ from typing import Any
 from heterospec.reasoning.controller import solve
 from heterospec.reasoning.executors import Sequential
 from heterospec.reasoning.session import trace_rows
+from heterospec.trio import ROLES
 
-ROLES = ("draft", "prm", "target")
 
 
 @dataclass
-class Job:
+class RoleCall:
     """One call of a request on a role's queue (``method`` ``write`` or ``score``), or a command sent at once
     (``open``, ``release``); ``wait()`` blocks until the dispatcher has its answer."""
     request: int
@@ -60,10 +60,10 @@ class Dispatcher:
 
     def __init__(self, roles: dict, max_batch: dict[str, int]):
         self.roles, self.max_batch = roles, dict(max_batch)
-        self.waiting: dict[str, deque[Job]] = {r: deque() for r in ROLES}
-        self.inflight: dict[str, list[tuple[Any, list[Job]]]] = {r: [] for r in ROLES}   # (handle, jobs joined)
-        self.running: dict[str, dict[int, Job]] = {r: {} for r in ROLES}   # a batching writer's writes in the batch
-        self.commands: list[tuple[Any, Job]] = []
+        self.waiting: dict[str, deque[RoleCall]] = {r: deque() for r in ROLES}
+        self.inflight: dict[str, list[tuple[Any, list[RoleCall]]]] = {r: [] for r in ROLES}   # (handle, jobs joined)
+        self.running: dict[str, dict[int, RoleCall]] = {r: {} for r in ROLES}   # a batching writer's writes in the batch
+        self.commands: list[tuple[Any, RoleCall]] = []
         self.records: list[dict] = []                    # every pass the workers ran, with its role
         self._inbox: deque = deque()
         self._lock = threading.Lock()
@@ -74,7 +74,7 @@ class Dispatcher:
         """A job, or a request's ending, from a request's thread. A job joins its queue here: its ``enqueued_ns`` is
         stamped under the lock, so the stamps of two requests' jobs come in the order their queue takes them."""
         with self._lock:
-            if isinstance(item, Job):
+            if isinstance(item, RoleCall):
                 item.enqueued_ns = time.perf_counter_ns()
             self._inbox.append(item)
             self._wake_w.send_bytes(b"")
@@ -108,7 +108,7 @@ class Dispatcher:
                 self._wake_r.recv_bytes()
         other = []
         for item in posted:
-            if not isinstance(item, Job):
+            if not isinstance(item, RoleCall):
                 other.append(item)
             elif item.method in ("write", "score"):
                 self.waiting[item.role].append(item)
@@ -169,7 +169,7 @@ class Dispatcher:
         """Release every waiting request's thread with ``error`` (a worker failed)."""
         jobs = [j for r in ROLES for j in self.waiting[r]] + [j for r in ROLES for _, js in self.inflight[r]
                                                                 for j in js]
-        for j in jobs + [j for _, j in self.commands] + [i for i in self._inbox if isinstance(i, Job)]:
+        for j in jobs + [j for _, j in self.commands] + [i for i in self._inbox if isinstance(i, RoleCall)]:
             j.resolve(error=error)
 
 
@@ -183,9 +183,9 @@ class RequestRole:
 
     def call(self, method: str, *args) -> Any:
         if method == "reset":             # the request's own state on the worker (its KV cache), seeded
-            self.dispatcher.post(Job(self.request, self.role, "open", args))
+            self.dispatcher.post(RoleCall(self.request, self.role, "open", args))
             return None
-        job = Job(self.request, self.role, method, args)
+        job = RoleCall(self.request, self.role, method, args)
         self.dispatcher.post(job)
         value = job.wait()
         if method == "score":
@@ -199,15 +199,15 @@ class RequestRole:
                                     pass_first=first, pass_last=last, batch=batch))
         return value
 
-    def release(self) -> Job:
+    def release(self) -> RoleCall:
         """Forget the request on the worker; the job's value is the role's counters (the draft's: its KVMU log)."""
-        job = Job(self.request, self.role, "release", ())
+        job = RoleCall(self.request, self.role, "release", ())
         self.dispatcher.post(job)
         return job
 
 
 @dataclass
-class Request:
+class ServedRequest:
     """One request of a serving run: which problem, when it arrives (s from the run's start), its client."""
     index: int
     problem: Any
@@ -216,7 +216,7 @@ class Request:
     client: int = -1                     # closed loop: the client that sent it; open loop: -1
 
 
-def solve_request(dispatcher: Dispatcher, req: Request, alg, max_tokens: int, devices: dict, impls: dict,
+def solve_request(dispatcher: Dispatcher, req: ServedRequest, alg, max_tokens: int, devices: dict, impls: dict,
                   t0_ns: int) -> dict[str, list[dict]]:
     """Run the controller on one request through the queues; its trace rows, timed from its arrival."""
     roles = {r: RequestRole(dispatcher, r, req.index) for r in ROLES}
@@ -243,7 +243,7 @@ def solve_request(dispatcher: Dispatcher, req: Request, alg, max_tokens: int, de
     return rows
 
 
-def serve(dispatcher: Dispatcher, requests: list[Request], alg, max_tokens: int, devices: dict, impls: dict,
+def serve(dispatcher: Dispatcher, requests: list[ServedRequest], alg, max_tokens: int, devices: dict, impls: dict,
           closed_loop: tuple[int, float] | None = None) -> tuple[dict[int, dict], int]:
     """Serve ``requests``: open loop at their arrival times, or ``closed_loop`` = (clients, think_s): each client
     sends its next request ``think_s`` after its last one ended (the first ones at 0). Returns each request's rows
@@ -252,7 +252,7 @@ def serve(dispatcher: Dispatcher, requests: list[Request], alg, max_tokens: int,
     results: dict[int, dict] = {}
     threads: list[threading.Thread] = []
     t0 = time.perf_counter_ns()
-    due: list[Request] = []
+    due: list[ServedRequest] = []
     if closed_loop is not None:
         clients, think = closed_loop
         for c in range(min(clients, len(pending))):
@@ -262,7 +262,7 @@ def serve(dispatcher: Dispatcher, requests: list[Request], alg, max_tokens: int,
     else:
         due, pending = list(pending), deque()
 
-    def run(req: Request) -> None:
+    def run(req: ServedRequest) -> None:
         try:
             dispatcher.post(("ended", req.index, solve_request(dispatcher, req, alg, max_tokens, devices, impls, t0)))
         except BaseException as e:        # noqa: BLE001 - handed to the dispatcher's thread, which raises it

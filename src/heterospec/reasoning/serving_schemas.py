@@ -77,4 +77,4 @@ SERVING_PASSES_SCHEMA = versioned("serving_passes", 1, _RUN + [
     pa.field("forwards", pa.int32()),        # model forwards it stands for: 1; the draft lane's decode call: per token
 ])
 
-TABLES = {"requests": SERVING_REQUESTS_SCHEMA, "calls": SERVING_CALLS_SCHEMA, "steps": SERVING_STEPS_SCHEMA, "passes": SERVING_PASSES_SCHEMA}
+SERVING_TABLES = {"requests": SERVING_REQUESTS_SCHEMA, "calls": SERVING_CALLS_SCHEMA, "steps": SERVING_STEPS_SCHEMA, "passes": SERVING_PASSES_SCHEMA}

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from heterospec.report import load_figures
-from heterospec.report.labels import METHOD_COLORS, METHODS, SYSTEMS
+from heterospec.report.labels import METHOD_COLORS, METHOD_LABELS, SYSTEMS
 from heterospec.report.plot import grouped_bars, legend_right, panels
 
 def _system(name: str) -> str:
@@ -19,7 +19,7 @@ def _traces(r: dict) -> str:
 
 def table3(rows):
     """Table III: accuracy per method and dataset, one panel per source: this run, and each paper config."""
-    methods = {**METHODS, "brsd_opt": "BRSD + opt."}
+    methods = {**METHOD_LABELS, "brsd_opt": "BRSD + opt."}
     order = {m: i for i, m in enumerate(methods)}
     sources = list(dict.fromkeys(r["source"] for r in rows))
     fig, axes = panels(len(sources), width=4.2 if len(sources) > 1 else 5.5, title="Table III: accuracy by method")
@@ -341,9 +341,9 @@ def sweep(rows):
             xs_ys = sorted((float(r["value"]), r[col]) for r in pts if series(r) == key)
             ax.plot(*zip(*xs_ys), marker="o", ms=3, label=key, **(style(key) if style else {}))
 
-    lines(axes[0], quality, lambda r: f"{r['dataset']}, {METHODS.get(r['algorithm'], r['algorithm'])}", "accuracy")
+    lines(axes[0], quality, lambda r: f"{r['dataset']}, {METHOD_LABELS.get(r['algorithm'], r['algorithm'])}", "accuracy")
     axes[0].set_ylabel("accuracy (%)")
-    lines(axes[1], quality, lambda r: f"{r['dataset']}, {METHODS.get(r['algorithm'], r['algorithm'])}",
+    lines(axes[1], quality, lambda r: f"{r['dataset']}, {METHOD_LABELS.get(r['algorithm'], r['algorithm'])}",
           "target_step_share")
     axes[1].set_ylabel("target-step share (% of steps)")
     simulated = [r for r in rows if r["profile"] != "measured"]

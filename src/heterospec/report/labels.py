@@ -2,7 +2,7 @@
 
 SYSTEMS = {"gpu3": "3× RTX 3090", "hetero_u280": "U280 + 2× 3090", "hetero_v80": "V80 + 2× 3090",
            "cpu3": "CPU (this machine)", "edge_jetson": "Jetson + 2× 3090"}
-METHODS = {"draft_only": "draft only", "target_only": "target only", "target_sd": "target + token spec.",
+METHOD_LABELS = {"draft_only": "draft only", "target_only": "target only", "target_sd": "target + token spec.",
            "rsd": "RSD", "brsd": "BRSD",
            # collect variants (collect.variants): the same algorithm with another draft or speculative target writes
            "rsd_sd": "RSD + token spec.", "brsd_sd": "BRSD + token spec.", "rsd_w8a8": "RSD, int8 draft",

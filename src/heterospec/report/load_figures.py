@@ -10,14 +10,14 @@ import numpy as np
 from heterospec.report.labels import METHOD_COLORS, SYSTEMS
 from heterospec.report.plot import grouped_bars, legend_right, panels
 
-METHOD_LABELS = {"target": "target only", "target_sd": "target + token spec.", "rsd": "RSD", "brsd": "BRSD",
+LOAD_METHOD_LABELS = {"target": "target only", "target_sd": "target + token spec.", "rsd": "RSD", "brsd": "BRSD",
                  "brsd_sd": "BRSD + token spec."}
 SPECULATING = ("target_sd", "rsd", "brsd", "brsd_sd")
 DEVICE_COLORS = {"draft": "tab:green", "prm": "tab:blue", "target": "tab:red"}
 
 
 def _label(method: str) -> str:
-    return METHOD_LABELS.get(method, method)
+    return LOAD_METHOD_LABELS.get(method, method)
 
 
 def _system(name: str) -> str:
@@ -72,8 +72,8 @@ def load_latency(rows):
     lines = []
     for ax, system in zip(axes, systems):
         pts = [r for r in rows if r["system"] == system]
-        order = sorted(dict.fromkeys(r["method"] for r in pts), key=lambda m: list(METHOD_LABELS).index(m)
-                       if m in METHOD_LABELS else 99)
+        order = sorted(dict.fromkeys(r["method"] for r in pts), key=lambda m: list(LOAD_METHOD_LABELS).index(m)
+                       if m in LOAD_METHOD_LABELS else 99)
         by = {m: sorted((r for r in pts if r["method"] == m), key=lambda r: r["rate_rps"]) for m in order}
         for m, rs in by.items():
             ok = [r for r in rs if r["keeps_up"]]
@@ -104,7 +104,7 @@ def load_capacity(rows):
     limit = f"{rows[0]['slo_s']:.3g} s" if len(slos) == 1 else "each one's SLO"
     fig, axes = panels(1, width=7.5, height=3.6, title=f"Capacity at P{rows[0]['percentile']:g} <= {limit} "
                                                          f"({_traces(rows)})")
-    order = {m: i for i, m in enumerate(METHOD_LABELS)}
+    order = {m: i for i, m in enumerate(LOAD_METHOD_LABELS)}
     pts = sorted(rows, key=lambda r: order.get(r["method"], 99))
     grouped_bars(axes[0], pts, lambda r: _system(r["system"]), lambda r: _label(r["method"]), "capacity_rps",
                  "requests/s within the SLO", labels=True, colors=_colors())
@@ -145,7 +145,7 @@ def load_utilisation(rows):
     """Each device's utilisation at capacity, per system (panels) and method (groups)."""
     systems = list(dict.fromkeys(r["system"] for r in rows))
     fig, axes = panels(len(systems), width=4.2, height=3.2, title=f"Utilisation per device at capacity ({_traces(rows)})")
-    order = {m: i for i, m in enumerate(METHOD_LABELS)}
+    order = {m: i for i, m in enumerate(LOAD_METHOD_LABELS)}
     lines = []
     for ax, system in zip(axes, systems):
         rs = sorted((r for r in rows if r["system"] == system), key=lambda r: order.get(r["method"], 99))

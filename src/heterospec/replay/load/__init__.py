@@ -27,7 +27,7 @@ from heterospec.replay.load.batching import Bounds, get_policy
 from heterospec.replay.load.devices import DevicePlan
 from heterospec.replay.load.load_metrics import LOAD_REQUESTS_SCHEMA, point_row, request_rows
 from heterospec.replay.load.prices import BatchCurve
-from heterospec.replay.load.sim import Request, Simulation, make_servers
+from heterospec.replay.load.sim import SimulatedRequest, Simulation, make_servers
 from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
 from heterospec.replay.simulator.system import Ctx, SpeculationParams, SystemParams
 
@@ -36,7 +36,7 @@ from heterospec.replay.simulator.system import Ctx, SpeculationParams, SystemPar
 class LoadRun:
     """One load point: every request as simulated (:class:`.sim.Request`, ms) and the aggregates
     (``LOAD_POINTS_SCHEMA`` fields but the keys: latency percentiles in s, throughput, utilisation, ...)."""
-    requests: list[Request]
+    requests: list[SimulatedRequest]
     point: dict
     counted_from: int
 
@@ -78,7 +78,7 @@ def replay_requests(requests: Sequence[tuple[float, TracedProblem | str]], syste
             raise UserError(f"request {i}: arrival {t} s; expected a time >= 0")
         if reqs and t * 1e3 < reqs[-1].arrival:
             raise UserError(f"request {i}: arrival {t} s comes before the request above it; the times must be in order")
-        reqs.append(Request(i, t * 1e3, _lookup(p, probs, i)))
+        reqs.append(SimulatedRequest(i, t * 1e3, _lookup(p, probs, i)))
     return _simulate(reqs, system, schedule, profile, devices, speculation, recorded, warmup, total=len(reqs))
 
 
@@ -91,12 +91,12 @@ def replay_closed(problems: Sequence[TracedProblem], clients: int, think_s: floa
     if clients < 1:
         raise UserError(f"arrivals.clients: {clients}, expected 1 or more")
     queue = list(problems)
-    first = [Request(i, 0.0, queue[i], client=i) for i in range(min(clients, len(queue)))]
+    first = [SimulatedRequest(i, 0.0, queue[i], client=i) for i in range(min(clients, len(queue)))]
     nxt = [len(first)]
 
-    def follow(done: Request, sim: Simulation) -> None:
+    def follow(done: SimulatedRequest, sim: Simulation) -> None:
         if nxt[0] < len(queue):
-            sim.add(Request(nxt[0], done.end + think_s * 1e3, queue[nxt[0]], client=done.client))
+            sim.add(SimulatedRequest(nxt[0], done.end + think_s * 1e3, queue[nxt[0]], client=done.client))
             nxt[0] += 1
     return _simulate(first, system, schedule, profile, devices, speculation, recorded, warmup, len(queue), follow)
 
@@ -135,7 +135,7 @@ def _lookup(p, probs: dict, i: int) -> TracedProblem:
     return probs[p]
 
 
-def _simulate(reqs: list[Request], system, schedule, profile, devices, speculation, recorded, warmup, total: int,
+def _simulate(reqs: list[SimulatedRequest], system, schedule, profile, devices, speculation, recorded, warmup, total: int,
               follow=None) -> LoadRun:
     if isinstance(warmup, float) and not 0 <= warmup < 1:
         raise UserError(f"load.warmup: {warmup}, expected a share of the requests in [0, 1)")

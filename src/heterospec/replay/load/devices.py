@@ -217,7 +217,7 @@ def lanes_fit(hw: Device, inputs: PricingInputs) -> int:
     """Copies of the draft's design point the board holds: its resources (the HLS resource model) and its memory
     channels (each lane its own, so each streams at its batch-1 bandwidth)."""
     from heterospec.hls.perf import memory
-    from heterospec.hls.resources import RESOURCES as FPGA_RESOURCES, fit, usage
+    from heterospec.hls.resources import FPGA_RESOURCES, fit, usage
     arch, rows, cols, design = _hls_point(hw, inputs)
     h = inputs.hls
     u = usage(arch, rows, cols, design, dict(h.resources), hw.fabric.dsp_kind, max(inputs.max_context, 1), hw)

@@ -3,7 +3,7 @@
 
 The policy is the single-request replay's (:mod:`heterospec.replay.schedules`), unchanged: it issues operations
 with their resource, duration (ms, or a callable read when the operation starts), dependencies and cancelling
-operation, and never reads a time while it issues them. Each recorded :class:`Job` is an
+operation, and never reads a time while it issues them. Each recorded :class:`LoadOp` is an
 :class:`~heterospec.replay.simulator.engines.Op` plus what the simulator tracks: its request, what it still waits for, and the
 context it holds (a batch's KV bound and its price read it)."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from heterospec.replay.simulator.problem import TracedProblem
 from heterospec.replay.simulator.system import Ctx
 
 
-class Job(Op):
+class LoadOp(Op):
     """An operation of one request in the load simulator (the times are set as it runs)."""
     __slots__ = ("req", "pending", "after", "cancels", "cut", "ctx_tokens", "ready_at", "final", "vstart", "vfin",
                  "done", "first_step")
@@ -37,41 +37,41 @@ class Job(Op):
 
 
 class RecordingEngine(Engine):
-    """Records a policy's operations as :class:`Job` objects; times nothing."""
+    """Records a policy's operations as :class:`LoadOp` objects; times nothing."""
 
     def run(self, res, dur, deps=(), *, until=None, kind="", disc=False, role="", kv=0, cap=0, ref=None, new=None,
             atomic=0.0, grain=0.0):
-        job = Job(res, dur, tuple(deps), until, kind, disc, role or res, kv, cap, ref, new=new, atomic=atomic,
+        job = LoadOp(res, dur, tuple(deps), until, kind, disc, role or res, kv, cap, ref, new=new, atomic=atomic,
                   grain=grain)
         self.ops.append(job)
         return job
 
 
-def record(prob: TracedProblem, schedule: Any, ctx: Ctx) -> tuple[TracedProblem, list[Job]]:
+def record(prob: TracedProblem, schedule: Any, ctx: Ctx) -> tuple[TracedProblem, list[LoadOp]]:
     """The problem as the profile sees it (the prompt in its contexts where the profile counts it) and its
     operations in issue order, each with the context it reads and the op that settles the first step marked."""
     from heterospec.replay.schedules import get_schedule
-    if ctx.profile.context_includes_prompt and prob.prompt:
+    if ctx.profile.context_includes_prompt and prob.prompt_tokens:
         prob = prob.with_prompt_in_context()
     eng = RecordingEngine()
     get_schedule(schedule).policy(prob, ctx, eng)
-    jobs: list[Job] = eng.ops
+    jobs: list[LoadOp] = eng.ops
     _contexts(jobs, prob)
     _first_step(jobs, prob)
     return prob, jobs
 
 
-def _contexts(jobs: list[Job], prob: TracedProblem) -> None:
+def _contexts(jobs: list[LoadOp], prob: TracedProblem) -> None:
     """Each op's context: its own ``kv`` where the policy gave one, else the last one the request's ops gave (the
     request's context moves step by step, and an op without one reads about the same context as the op before)."""
-    last = prob.prompt if prob.kvv and prob.kvv[0] >= prob.prompt else 0
+    last = prob.prompt_tokens if prob.kv_verify and prob.kv_verify[0] >= prob.prompt_tokens else 0
     for j in jobs:
         if j.kv:
             last = j.kv
         j.ctx_tokens = last + (j.cap or 0)
 
 
-def _first_step(jobs: list[Job], prob: TracedProblem) -> None:
+def _first_step(jobs: list[LoadOp], prob: TracedProblem) -> None:
     """Mark the op whose end settles step 1: the PRM's verdict on an accepted draft step, else the target's rewrite
     (its output is the step). The target alone (one write, no steps) marks none."""
     if not prob.outcome or not any(j.kind == "verify" for j in jobs):

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from heterospec.replay.simulator.engines import RESOURCES
-from heterospec.replay.load.record import Job, record
+from heterospec.replay.load.record import LoadOp, record
 from heterospec.replay.simulator.problem import TracedProblem
 from heterospec.replay.simulator.system import Ctx
 
 
 @dataclass
-class Request:
+class SimulatedRequest:
     """One request: when it arrived, its problem, and what the simulator measured of it (ms from time 0)."""
     index: int
     arrival: float
@@ -52,17 +52,17 @@ class Simulation:
         self.schedule, self.ctx, self.servers = schedule, ctx, servers
         self.yields = dict(ctx.system.yields_to)
         self.now = 0.0
-        self.done: list[Request] = []
+        self.done: list[SimulatedRequest] = []
         self._touched: set = set()     # devices whose state changed at this instant
-        self.on_done: Callable[[Request], None] | None = None
+        self.on_done: Callable[[SimulatedRequest], None] | None = None
 
     # ------------------------------------------------------------------ requests
-    def arrive(self, req: Request) -> None:
+    def arrive(self, req: SimulatedRequest) -> None:
         """Issue the request's operations at its arrival (``self.now``)."""
         prob, jobs = record(req.problem, self.schedule, self.ctx)
         req.problem, req.jobs, req.left = prob, jobs, len(jobs)
         req.problem_ms = self.ctx.profile.problem_ms
-        last: dict[str, Job] = {}
+        last: dict[str, LoadOp] = {}
         for j in jobs:
             j.req = req
             j.pending = len(j.deps)
@@ -83,7 +83,7 @@ class Simulation:
             if j.pending == 0:
                 self._ready(j)
 
-    def _ready(self, j: Job) -> None:
+    def _ready(self, j: LoadOp) -> None:
         now = self.now
         j.ready_at = now
         w = j.dur() if callable(j.dur) else j.dur
@@ -98,7 +98,7 @@ class Simulation:
             self.servers[j.res].offer(j, now)
             self._touched.add(j.res)
 
-    def _end(self, j: Job, start: float, end: float) -> None:
+    def _end(self, j: LoadOp, start: float, end: float) -> None:
         j.start, j.end, j.work, j.done = start, end, j.final, True
         req = j.req
         req.queued[j.res] += start - j.ready_at
@@ -116,7 +116,7 @@ class Simulation:
             req.end = end
             self._finish(req)
 
-    def _cancel(self, c: Job) -> None:
+    def _cancel(self, c: LoadOp) -> None:
         """``c``'s cancelling op ended (now): not ready yet, queued, or running."""
         c.cut = True
         if c.pending > 0:
@@ -137,13 +137,13 @@ class Simulation:
         else:
             c.work = c.final
 
-    def _finish(self, req: Request) -> None:
+    def _finish(self, req: SimulatedRequest) -> None:
         self.done.append(req)
         if self.on_done is not None:
             self.on_done(req)
 
     # ------------------------------------------------------------------ the event loop
-    def run(self, arrivals: list[Request], marks: set = frozenset()) -> list[Request]:
+    def run(self, arrivals: list[SimulatedRequest], marks: set = frozenset()) -> list[SimulatedRequest]:
         """Every request of ``arrivals`` (in arrival order; more may be added by ``on_done``, see :meth:`add`) to
         its end. The devices' books are read as each request whose index is in ``marks`` arrives (:attr:`books`:
         request index -> resource -> (busy ms, batch ms) so far), so two of them bound a window."""
@@ -181,7 +181,7 @@ class Simulation:
             touched.clear()
         return self.done
 
-    def add(self, req: Request) -> None:
+    def add(self, req: SimulatedRequest) -> None:
         heapq.heappush(self._arrivals, (req.arrival, req.index, req))
 
     def _settle(self) -> None:

@@ -42,7 +42,7 @@ from heterospec.store.parquet import write_parquet
 
 log = logging.getLogger("heterospec.replay.load")
 
-METHODS = {  # method -> (the step-level traces it replays, schedule with a GPU draft, with an FPGA draft)
+LOAD_METHODS = {  # method -> (the step-level traces it replays, schedule with a GPU draft, with an FPGA draft)
     "target": ("brsd", "target_only", "target_only"),
     "target_sd": ("brsd", "target_sd", "target_sd"),
     "rsd": ("rsd", "step_ahead", "hetero"),
@@ -54,7 +54,7 @@ OURS_SETS = {"brsd": "ours_brsd", "rsd": "ours_rsd"}  # our sequential collect t
 
 
 @dataclass
-class Job:
+class SystemMethod:
     """One system x method: its problems, schedule, profile and devices."""
     system: System
     method: str
@@ -117,15 +117,15 @@ def max_context(problems: list[TracedProblem], with_prompt: bool) -> int:
     counts it)."""
     out = 1
     for p in problems:
-        extra = p.prompt if with_prompt else 0
-        for i in range(len(p.d)):
-            out = max(out, p.kvv[i] + p.d[i] + extra, p.kvt[i] + p.t[i] + extra)
+        extra = p.prompt_tokens if with_prompt else 0
+        for i in range(len(p.draft_tokens)):
+            out = max(out, p.kv_verify[i] + p.draft_tokens[i] + extra, p.kv_target[i] + p.target_tokens[i] + extra)
     return out
 
 
 def step_tokens(problems: list[TracedProblem]) -> float:
     """A PRM pass's new tokens per sequence: the mean draft step."""
-    ds = [d for p in problems for d in p.d if d > 0]
+    ds = [d for p in problems for d in p.draft_tokens if d > 0]
     return sum(ds) / len(ds) if ds else 1.0
 
 
@@ -166,17 +166,17 @@ def _config1_models():
     return compose_config(["models=config1"]).models
 
 
-def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
+def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[SystemMethod]:
     """Every load.systems x load.methods, with its devices planned (so a bad bound fails here, before any run)."""
     from heterospec.config.hardware import system as hw_system
     from heterospec.replay.grid.entries import compose_schedule
     from heterospec.replay.grid.stage import prefetch_outcome, profile_factory, token_speculation
-    bad = [m for m in cfg.load.methods if m not in METHODS]
+    bad = [m for m in cfg.load.methods if m not in LOAD_METHODS]
     if bad:
-        raise UserError(f"load.methods: unknown {bad}; choose from {list(METHODS)}")
+        raise UserError(f"load.methods: unknown {bad}; choose from {list(LOAD_METHODS)}")
     if not cfg.load.methods or not cfg.load.systems:
         raise UserError("load.methods and load.systems: nothing to replay (both need an entry)")
-    sets = trace_sets(cfg, paths, {METHODS[m][0] for m in cfg.load.methods})
+    sets = trace_sets(cfg, paths, {LOAD_METHODS[m][0] for m in cfg.load.methods})
     factory = profile_factory(str(cfg.load.profile), cfg, paths)
     spec = token_speculation(cfg) if any(m.endswith("_sd") for m in cfg.load.methods) else None
     from heterospec.replay.schedules import get_schedule
@@ -186,13 +186,13 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[Job]:
         system = hw_system(name, cfg)
         profile = factory(system)
         for method in cfg.load.methods:
-            fam, gpu, fpga = METHODS[method]
+            fam, gpu, fpga = LOAD_METHODS[method]
             ts, probs = sets[fam]
             sched = fpga if system.draft.kind == "fpga" else gpu
             if sched not in schedules:
                 schedules[sched] = get_schedule(compose_schedule(cfg, overrides, sched, "load.methods"))
             plan = device_plan(cfg, paths, system, str(cfg.load.profile), probs, profile)
-            out.append(Job(system, method, ts, schedules[sched], probs, profile, plan, spec, prefetch_outcome(cfg)))
+            out.append(SystemMethod(system, method, ts, schedules[sched], probs, profile, plan, spec, prefetch_outcome(cfg)))
     return out
 
 
@@ -207,7 +207,7 @@ class Alone:
     same: float
 
 
-def alone(job: Job) -> Alone:
+def alone(job: SystemMethod) -> Alone:
     ctx = job.ctx()
     lat, busy = [], dict.fromkeys(("draft", "prm", "target"), 0.0)
     for p in job.problems:
@@ -259,7 +259,7 @@ def point_size(cfg: Any, rate: float | None, solo: Alone | None) -> tuple[int, i
     return min(2 * n, max(share, fill)), n
 
 
-def run_point(job: Job, cfg: Any, arrivals: Arrivals, solo: Alone | None = None) -> LoadRun:
+def run_point(job: SystemMethod, cfg: Any, arrivals: Arrivals, solo: Alone | None = None) -> LoadRun:
     """A load point of ``arrivals`` sized by :func:`point_size`; a timestamps file: every time in it, the first
     ``load.warmup`` share not counted."""
     if arrivals.kind == "timestamps":
@@ -273,7 +273,7 @@ def run_point(job: Job, cfg: Any, arrivals: Arrivals, solo: Alone | None = None)
                            speculation=job.speculation, recorded=job.recorded, warmup=warm)
 
 
-def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, dict]:
+def capacity_job(job: SystemMethod, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, dict]:
     """The capacity search of one job: its load points (purpose ``search``, each with its requests) and the capacity
     row. The search starts at the busiest device's batch-1 rate (batching lets it serve more: the search doubles
     from there)."""
@@ -304,14 +304,14 @@ def capacity_job(job: Job, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, d
     return entries, row
 
 
-def curve_job(job: Job, cfg: Any, rates: list[float], solo: Alone) -> list:
+def curve_job(job: SystemMethod, cfg: Any, rates: list[float], solo: Alone) -> list:
     """Load points at ``rates`` (purpose ``curve``), each with its requests."""
     seed = int(cfg.load.seed)
     return [_entry(job, cfg, run_point(job, cfg, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), solo),
                    "curve", r) for r in rates]
 
 
-def _entry(job: Job, cfg: Any, run: LoadRun, purpose: str, rate: float | None) -> tuple[dict, list]:
+def _entry(job: SystemMethod, cfg: Any, run: LoadRun, purpose: str, rate: float | None) -> tuple[dict, list]:
     """(point row, its request rows) as plain values (a worker process sends them back); points numbered later."""
     keys = dict(run=cfg.name, **job.keys)
     point = dict(**keys, point=0, purpose=purpose, arrivals="poisson", rate_rps=rate, clients=None, **run.point)

@@ -28,7 +28,7 @@ log = logging.getLogger("heterospec.replay.profiles.price_sweep")
 GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 GPU_CONTEXTS = (32, 96, 192)
 # the phases the load replay prices per role: drafting and target decoding token by token, the PRM scoring a step
-PHASES = {"draft": ("prefill", "decode"), "prm": ("prefill", "score"), "target": ("prefill", "decode")}
+ROLE_PHASES = {"draft": ("prefill", "decode"), "prm": ("prefill", "score"), "target": ("prefill", "decode")}
 
 
 def parse_ints(text: str, flag: str) -> tuple[int, ...]:
@@ -115,7 +115,7 @@ def load_role(cfg, paths: RunPaths, role: str, device: str):
 
 def sweep(cfg, paths: RunPaths, device: str, batches=GPU_BATCHES, contexts=GPU_CONTEXTS, step_tokens: int = 16,
           repeats: int = 5, roles=ROLES, say=print) -> list[dict]:
-    """The price rows of ``roles`` on ``device``: every phase of :data:`PHASES` at every batch and context."""
+    """The price rows of ``roles`` on ``device``: every phase of :data:`ROLE_PHASES` at every batch and context."""
     from heterospec.reasoning.workers import check_device
 
     for role in roles:
@@ -130,7 +130,7 @@ def sweep(cfg, paths: RunPaths, device: str, batches=GPU_BATCHES, contexts=GPU_C
             raise UserError(f"--contexts {','.join(map(str, contexts))}: the {role} model holds {limit} positions; "
                             f"context + step tokens must stay within it ({longest})")
         t0 = time.perf_counter()
-        for phase in PHASES[role]:
+        for phase in ROLE_PHASES[role]:
             for context in contexts:
                 for batch in batches:
                     ctx, new = {"prefill": (0, context), "decode": (context, 1), "score": (context, step_tokens)}[phase]

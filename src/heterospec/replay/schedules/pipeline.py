@@ -18,12 +18,12 @@ from typing import Callable
 
 from heterospec.replay.schedules.caches import Cached
 
-ROUNDING = 1e-9   # relative: work this close to a whole is the whole (an op's work is a difference of float times)
+RELATIVE_ROUNDING = 1e-9   # relative: work this close to a whole is the whole (an op's work is a difference of float times)
 
 
 def complete(work: float, full: float) -> bool:
     """Whether ``work`` ms did all of an operation of ``full`` ms (up to the rounding of the times it ran between)."""
-    return work >= full * (1.0 - ROUNDING)
+    return work >= full * (1.0 - RELATIVE_ROUNDING)
 
 
 def left_after(full: float, work: float) -> float:
@@ -52,10 +52,10 @@ class Pipeline:
 
     def __init__(self, prob, ctx, eng, options: dict):
         self.prob, self.ctx, self.p, self.run, self.options = prob, ctx, ctx.profile, eng.run, options
-        n = len(prob.d)
+        n = len(prob.draft_tokens)
         self.n = n
-        self.rescue = prob.r or [0] * n
-        self.dkv = prob.kvv                # the draft's context for steps after the first
+        self.rescue = prob.rescue_tokens or [0] * n
+        self.dkv = prob.kv_verify                # the draft's context for steps after the first
         self.tc, self.pc = Cached(), Cached()   # the target's and the PRM's KV caches
         self.ready_t: list = []            # what target work on the next step waits for (its settled context)
 
@@ -64,8 +64,8 @@ class Pipeline:
         n = self.n
         if n == 0:
             return
-        d, t, kvv, kvt, outs = prob.d, prob.t, prob.kvv, prob.kvt, prob.outcome
-        scored = prob.scored or [True] * n
+        d, t, kvv, kvt, outs = prob.draft_tokens, prob.target_tokens, prob.kv_verify, prob.kv_target, prob.outcome
+        scored = prob.target_scored or [True] * n
         ready_d, self.ready_t = self.prompt()
         D = run("draft", p.draft_decode(kvv[0], d[0]), ready_d, kind="draft", disc=outs[0] != "accept",
                 kv=kvv[0], cap=d[0])
@@ -103,7 +103,7 @@ class Pipeline:
     # ------------------------------------------------------------------ hooks (the baseline's behaviour)
     def prompt(self) -> tuple[list, list]:
         """The draft's prompt prefill on the draft. Returns what the first draft and the first target work wait for."""
-        P = self.prob.prompt
+        P = self.prob.prompt_tokens
         if P <= 0:
             return [], []
         init = [self.run("draft", self.p.draft_prefill(0, P), kind="init")]
@@ -125,17 +125,17 @@ class Pipeline:
     def failed_rescue(self, i: int, V, ready_d: list, last: bool):
         """BRSD's rescue of step i that the PRM rejects: written, sent, scored, dropped. Returns its verdict."""
         prob, run, p, pc = self.prob, self.run, self.p, self.pc
-        kv, r = prob.kvv[i], self.rescue[i]
+        kv, r = prob.kv_verify[i], self.rescue[i]
         R0 = self.failed_rescue_op(i, V, ready_d)
         ver = run("prm", p.prm_score(kv + r, pc.read(kv + r)), [run("link", self.ctx.comm(r), [R0], kind="comm")],
                   kind="verify_target")
-        pc.drop_to(prob.kvt[i])
+        pc.drop_to(prob.kv_target[i])
         self.rescue_rejected(i, R0, ver, last)
         return ver
 
     def failed_rescue_op(self, i: int, V, ready_d: list):
         """The target writes the rescue from scratch after the verdict."""
-        kv, r = self.prob.kvv[i], self.rescue[i]
+        kv, r = self.prob.kv_verify[i], self.rescue[i]
         new = self.tc.read(kv)
         return self.target_write(Write(kv, r, new, self.p.target(kv, r, new)), [V], kind="rewrite", disc=True, kv=kv,
                                  cap=r, new=new)
@@ -149,7 +149,7 @@ class Pipeline:
 
     def rewrite_plan(self, i: int) -> Write:
         """What it writes: the whole step from scratch."""
-        kvt, t = self.prob.kvt[i], self.prob.t[i]
+        kvt, t = self.prob.kv_target[i], self.prob.target_tokens[i]
         new = self.tc.read(kvt)
         return Write(kvt, t, new, self.p.target(kvt, t, new))
 
@@ -169,14 +169,14 @@ class Pipeline:
         prob = self.prob
         if prob.outcome[i] == "backtrack":
             return self.restore_ms(i)
-        return self.p.draft_ingest(prob.kvt[i], prob.t[i])
+        return self.p.draft_ingest(prob.kv_target[i], prob.target_tokens[i])
 
     def restore_ms(self, i: int) -> float:
         """After a backtrack, without a rollback of its KV cache, the draft rebuilds its whole context (prompt
         included) and the target's step from scratch."""
         prob, p = self.prob, self.p
-        prompt = 0 if p.context_includes_prompt else prob.prompt
-        return p.draft_prefill(0, prompt + prob.kvt[i] + prob.t[i])
+        prompt = 0 if p.context_includes_prompt else prob.prompt_tokens
+        return p.draft_prefill(0, prompt + prob.kv_target[i] + prob.target_tokens[i])
 
     def sync_deps(self, R, L2, V2) -> list:
         """The draft's ingest waits for the PRM's verdict on the step (``V2``; its transfer ``L2`` when the algorithm

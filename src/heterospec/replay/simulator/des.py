@@ -49,7 +49,7 @@ def simulate_problem(prob: TracedProblem, schedule: Any, ctx: Ctx, engine: str =
     """One problem under one schedule (a name in conf/schedule, a ScheduleConfig or a Schedule)."""
     from heterospec.replay.schedules import get_schedule
     policy = get_schedule(schedule).policy
-    if ctx.profile.context_includes_prompt and prob.prompt:
+    if ctx.profile.context_includes_prompt and prob.prompt_tokens:
         prob = prob.with_prompt_in_context()
     if engine == "fast":
         eng = run_fast(lambda e: policy(prob, ctx, e), ctx.system.yields_to)

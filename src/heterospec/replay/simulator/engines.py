@@ -8,10 +8,11 @@ from typing import Callable, Iterable
 import simpy
 
 from heterospec.errors import UserError
+from heterospec.trio import ROLES
 
 ROUNDING = 1e-9   # units: a stop this close to a unit's end is at its end (work is a difference of float times)
 
-DEVICES = ("draft", "prm", "target")
+DEVICES = ROLES                  # each role on its own device
 RESOURCES = DEVICES + ("link",)
 ENGINES = ("fast", "simpy")
 

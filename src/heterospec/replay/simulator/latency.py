@@ -4,8 +4,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from heterospec.errors import UserError
+from heterospec.trio import ROLES
 
-ROLES = ("draft", "prm", "target")
 PHASES = ("prefill", "decode", "score")
 
 

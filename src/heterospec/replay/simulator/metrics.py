@@ -66,7 +66,7 @@ def metrics(tally: Tally, prob: TracedProblem, ctx: Ctx) -> dict:
     total_e = sum(energy.values())
     acc = prob.accepted_tokens
     bound = max(longest, *busy.values())
-    return dict(steps=len(prob.d), backtracks=prob.backtracks, latency_ms=latency, accepted_tokens=acc,
+    return dict(steps=len(prob.draft_tokens), backtracks=prob.backtracks, latency_ms=latency, accepted_tokens=acc,
                 goodput_tok_s=acc / latency * 1e3 if latency > 0 else 0.0,
                 busy_draft_ms=busy["draft"], busy_prm_ms=busy["prm"], busy_target_ms=busy["target"],
                 energy_draft_j=energy["draft"], energy_prm_j=energy["prm"], energy_target_j=energy["target"],

@@ -11,22 +11,22 @@ class TracedProblem:
     """One problem's steps as plain lists (see :mod:`heterospec.replay.simulator.steps`)."""
     dataset: str
     problem: str
-    prompt: int
-    outcome: list
-    d: list
-    t: list
-    kvv: list
-    kvt: list
-    path: list
+    prompt_tokens: int
+    outcome: list                         # per step, as the steps table's columns of the same names
+    draft_tokens: list
+    target_tokens: list
+    kv_verify: list
+    kv_target: list
+    path_tokens: list
     trace_set: str = ""
-    scored: list | None = None   # per step: the PRM scores the target's step (None: every one, as in BRSD)
-    r: list | None = None        # per step: tokens of a failed rescue before a backtrack (None: none)
-    crit: list | None = None     # per step: recorded target tokens left after the prefetch (None: not recorded)
-    dkv: list | None = None      # per step: the draft's context by the trace's replay rule (None: kvv)
+    target_scored: list | None = None     # the PRM scores the target's step (None: every one, as in BRSD)
+    rescue_tokens: list | None = None     # tokens of a failed rescue before a backtrack (None: none)
+    critical_tokens: list | None = None   # recorded target tokens left after the prefetch (None: not recorded)
+    draft_kv: list | None = None          # the draft's context by the trace's replay rule (None: kv_verify)
 
     @property
     def accepted_tokens(self) -> int:
-        return self.path[-1] if self.path else 0
+        return self.path_tokens[-1] if self.path_tokens else 0
 
     @property
     def backtracks(self) -> int:
@@ -34,8 +34,8 @@ class TracedProblem:
 
     def with_prompt_in_context(self) -> "TracedProblem":
         """The same steps with context lengths counting the prompt (for profiles that model it)."""
-        P = self.prompt
-        return replace(self, kvv=[k + P for k in self.kvv], kvt=[k + P for k in self.kvt])
+        P = self.prompt_tokens
+        return replace(self, kv_verify=[k + P for k in self.kv_verify], kv_target=[k + P for k in self.kv_target])
 
 
 def problems_from_steps(steps: pa.Table) -> list[TracedProblem]:

@@ -109,11 +109,11 @@ def _index(tt: TraceTimes, prob: TracedProblem, calls: list[dict]) -> bool:
     run's: a cancelled draft ahead of a rejected step and a target prefetch the verdict stopped are not the step's
     own work (the replay cuts them where the verdict comes); a stopped prefetch tells the target's pace at its
     context, and one that a later rewrite resumed is part of that rewrite (:func:`_target_writes`)."""
-    P = prob.prompt
-    kvv = [k + P for k in prob.kvv]
-    kvt = [k + P for k in prob.kvt]
-    rescue = prob.r or [0] * len(prob.d)
-    scored = prob.scored or [True] * len(prob.d)
+    P = prob.prompt_tokens
+    kvv = [k + P for k in prob.kv_verify]
+    kvt = [k + P for k in prob.kv_target]
+    rescue = prob.rescue_tokens or [0] * len(prob.draft_tokens)
+    scored = prob.target_scored or [True] * len(prob.draft_tokens)
     by_step: dict[int, list[dict]] = defaultdict(list)
     for c in sorted(calls, key=lambda c: c["call_idx"]):
         if c["role"] == "draft" and c["phase"] == "prefill" and c["kv_len"] == 0:
@@ -125,7 +125,7 @@ def _index(tt: TraceTimes, prob: TracedProblem, calls: list[dict]) -> bool:
     writes_of, stopped = _target_writes([c for rs in by_step.values() for c in rs if c["role"] == "target"])
     seen: dict[tuple, list] = defaultdict(list)    # (table, key) -> every call's ms found for it
     complete = True
-    for i, idx in enumerate(sorted(by_step)[:len(prob.d)]):
+    for i, idx in enumerate(sorted(by_step)[:len(prob.draft_tokens)]):
         rows = by_step[idx]
         draft = [c for c in rows if c["role"] == "draft"]
         prm = [c["wall_ms"] for c in rows if c["role"] == "prm"]
@@ -133,25 +133,25 @@ def _index(tt: TraceTimes, prob: TracedProblem, calls: list[dict]) -> bool:
         decode = [c["wall_ms"] for c in draft if c["phase"] == "decode"]
         out = prob.outcome[i - 1] if i else "accept"
         if i and out != "accept":   # this write's feed is the draft taking in the previous step's target output
-            seen[("feeds", (kvt[i - 1], prob.t[i - 1]))].append(feed)
+            seen[("feeds", (kvt[i - 1], prob.target_tokens[i - 1]))].append(feed)
             if out == "backtrack":   # asked as a rebuild from scratch where the schedule rolls no KV cache back
-                seen[("feeds", (0, kvt[i - 1] + prob.t[i - 1]))].append(feed)
+                seen[("feeds", (0, kvt[i - 1] + prob.target_tokens[i - 1]))].append(feed)
             feed = 0.0
         if len(decode) == 1:
-            seen[("writes", (kvv[i], prob.d[i]))].append(feed + decode[0])
+            seen[("writes", (kvv[i], prob.draft_tokens[i]))].append(feed + decode[0])
         else:
             complete = False
-        contexts = [kvv[i] + prob.d[i]]
+        contexts = [kvv[i] + prob.draft_tokens[i]]
         if prob.outcome[i] != "accept":
             contexts += [kvv[i] + rescue[i]] if rescue[i] else []
-            contexts += [kvt[i] + prob.t[i]] if scored[i] else []
+            contexts += [kvt[i] + prob.target_tokens[i]] if scored[i] else []
         if len(prm) == len(contexts):
             for n, ms in zip(contexts, prm):
                 seen[("scores", n)].append(ms)
         else:
             complete = False
         kv_writes = [] if prob.outcome[i] == "accept" else \
-            ([(kvv[i], rescue[i])] if rescue[i] else []) + [(kvt[i], prob.t[i])]
+            ([(kvv[i], rescue[i])] if rescue[i] else []) + [(kvt[i], prob.target_tokens[i])]
         writes = writes_of.get(idx, [])
         if len(writes) == len(kv_writes):
             for (kv, g), w in zip(kv_writes, writes):

@@ -23,7 +23,7 @@ from heterospec.config.serving_checks import serving_dataset
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.reasoning.collect_schemas import COLLECT_CALLS_SCHEMA, COLLECT_PROBLEMS_SCHEMA, COLLECT_STEPS_SCHEMA
-from heterospec.reasoning.serving_schemas import TABLES
+from heterospec.reasoning.serving_schemas import SERVING_TABLES
 from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
 from heterospec.replay.validation.noise import pair_spread
 from heterospec.replay.validation.quantiles import harrell_davis, sample_quantile
@@ -368,7 +368,7 @@ def replayed(cfg, paths: RunPaths, serving: dict[str, pa.Table], reference: dict
 def validate(cfg, paths: RunPaths) -> pa.Table:
     """Write the serving run's outputs check, its batched prices and the load validation; returns the validation."""
     dataset = serving_dataset(cfg)
-    serving = {t: read_parquet(paths.serving_table(t), s) for t, s in TABLES.items()}
+    serving = {t: read_parquet(paths.serving_table(t), s) for t, s in SERVING_TABLES.items()}
     reference = reference_tables(paths, dataset, str(cfg.serving.algorithm))
     same = outputs(serving, reference)
     write_parquet(same, paths.serving_outputs, SERVING_OUTPUTS_SCHEMA)

@@ -9,7 +9,7 @@ from heterospec.replay.schedules.pipeline import Pipeline
 @mechanism("disaggregated_prefill")
 class DisaggregatedPrefill(Pipeline):
     def prompt(self):
-        P, p, run = self.prob.prompt, self.p, self.run
+        P, p, run = self.prob.prompt_tokens, self.p, self.run
         if P <= 0:
             return [], []
         pre = run("target", p.draft_prefill_disaggregated(P), kind="init", role="draft")

@@ -37,13 +37,13 @@ class DraftPipeline(Pipeline):
         super().rejected(i, D, V, last)
         if not last:
             prob = self.prob
-            self.speculate(prob.kvv[i] + prob.d[i], prob.d[i + 1], [D], V)
+            self.speculate(prob.kv_verify[i] + prob.draft_tokens[i], prob.draft_tokens[i + 1], [D], V)
 
     def rescue_rejected(self, i, R0, ver, last):
         super().rescue_rejected(i, R0, ver, last)
         if not last:
             prob = self.prob
-            self.speculate(prob.kvv[i] + self.rescue[i], prob.d[i + 1], [R0], ver)
+            self.speculate(prob.kv_verify[i] + self.rescue[i], prob.draft_tokens[i + 1], [R0], ver)
 
     def speculate(self, kv: int, n: int, deps: list, V) -> None:
         """The draft writes the next step while V decides; V rejects, so it is cancelled there (as the profile's

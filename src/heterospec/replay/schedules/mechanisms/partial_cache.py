@@ -37,7 +37,7 @@ class Path:
 class PartialCache(Pipeline):
     def __init__(self, prob, ctx, eng, options):
         super().__init__(prob, ctx, eng, options)
-        self.path = Path(prob.kvv[0] if prob.kvv else 0)   # contexts as the profile counts them: with the prompt or not
+        self.path = Path(prob.kv_verify[0] if prob.kv_verify else 0)   # contexts as the profile counts them: with the prompt or not
         self.partials: dict = {}   # context id -> the prefetch stopped there
         self.kept = None           # the stopped prefetch a backtrack's rewrite resumes
 
@@ -51,12 +51,12 @@ class PartialCache(Pipeline):
         super().accepted(i)
         if self.PF is not None:
             self.partials[self.path.id] = self.PF
-        self.path.push(self.prob.d[i])
+        self.path.push(self.prob.draft_tokens[i])
 
     def rewrite(self, i, before, V, ready_d):
         backtrack = self.prob.outcome[i] == "backtrack"
         if backtrack:
-            self.path.rollback_to(self.prob.kvt[i])
+            self.path.rollback_to(self.prob.kv_target[i])
             self.kept = None if self.recorded else self.partials.pop(self.path.id, None)
         R = super().rewrite(i, before, V, ready_d)
         self.kept = None
@@ -64,12 +64,12 @@ class PartialCache(Pipeline):
             live = {0} | {c for _, c in self.path.steps}
             for k in [k for k in self.partials if k not in live]:
                 del self.partials[k]
-        self.path.push(self.prob.t[i])
+        self.path.push(self.prob.target_tokens[i])
         return R
 
     def rewrite_plan(self, i):
         if self.kept is None:
             return super().rewrite_plan(i)
-        kept, kvt, t = self.kept, self.prob.kvt[i], self.prob.t[i]
+        kept, kvt, t = self.kept, self.prob.kv_target[i], self.prob.target_tokens[i]
         full = self.p.target(kvt, t, kept.new)
         return Write(kvt, t, kept.new, full, lambda: left_after(full, kept.work))

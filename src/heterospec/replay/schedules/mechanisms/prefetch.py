@@ -16,9 +16,9 @@ class Prefetch(Pipeline):
     def __init__(self, prob, ctx, eng, options):
         super().__init__(prob, ctx, eng, options)
         self.recorded = ctx.recorded
-        if self.recorded and prob.dkv:   # the draft's context by the trace's own rule
-            self.dkv = prob.dkv
-        self.crit = prob.crit or [None] * self.n
+        if self.recorded and prob.draft_kv:   # the draft's context by the trace's own rule
+            self.dkv = prob.draft_kv
+        self.crit = prob.critical_tokens or [None] * self.n
         self.PF = None                   # this step's prefetch (None: none)
 
     def verdict_pending(self, i, V):
@@ -27,8 +27,8 @@ class Prefetch(Pipeline):
 
     def prefetch(self, i: int, V):
         prob, p, r = self.prob, self.p, self.rescue[i]
-        out, kv = prob.outcome[i], prob.kvv[i]
-        cap = prob.d[i] if out == "accept" else (r or prob.t[i]) if out == "rescue" or r else prob.d[i]
+        out, kv = prob.outcome[i], prob.kv_verify[i]
+        cap = prob.draft_tokens[i] if out == "accept" else (r or prob.target_tokens[i]) if out == "rescue" or r else prob.draft_tokens[i]
         if cap <= 0:
             return None
         reused = out == "rescue" or r > 0
@@ -50,7 +50,7 @@ class Prefetch(Pipeline):
         return lambda: 0.0 if complete(PF.work, pf_full) else full
 
     def failed_rescue_op(self, i, V, ready_d):
-        kv, r, PF = self.prob.kvv[i], self.rescue[i], self.PF
+        kv, r, PF = self.prob.kv_verify[i], self.rescue[i], self.PF
         if self.recorded:
             return recorded_rewrite(self, kv, r, None, V, ready_d, V, disc=True)
         if PF is None:
@@ -63,16 +63,16 @@ class Prefetch(Pipeline):
         if not self.recorded:
             return super().rewrite(i, before, V, ready_d)
         prob = self.prob
-        return recorded_rewrite(self, prob.kvt[i], prob.t[i], self.crit[i], before,
+        return recorded_rewrite(self, prob.kv_target[i], prob.target_tokens[i], self.crit[i], before,
                                 ready_d if not self.rescue[i] else [before], V)
 
     def rewrite_plan(self, i):
         prob, PF = self.prob, self.PF
         if prob.outcome[i] != "rescue" or PF is None:
             return super().rewrite_plan(i)
-        full = self.p.target(prob.kvt[i], prob.t[i], PF.new)
-        return Write(prob.kvt[i], prob.t[i], PF.new, full,
-                     self.reuse(full, PF, self.p.target(prob.kvv[i], prob.t[i], PF.new)))
+        full = self.p.target(prob.kv_target[i], prob.target_tokens[i], PF.new)
+        return Write(prob.kv_target[i], prob.target_tokens[i], PF.new, full,
+                     self.reuse(full, PF, self.p.target(prob.kv_verify[i], prob.target_tokens[i], PF.new)))
 
 
 def recorded_rewrite(pl: Pipeline, kv: int, g: int, c, after, start: list, V, disc: bool = False):

@@ -9,4 +9,4 @@ from heterospec.replay.schedules.pipeline import Pipeline
 @mechanism("rollback")
 class Rollback(Pipeline):
     def restore_ms(self, i):
-        return self.p.draft_ingest(self.prob.kvt[i], self.prob.t[i])
+        return self.p.draft_ingest(self.prob.kv_target[i], self.prob.target_tokens[i])

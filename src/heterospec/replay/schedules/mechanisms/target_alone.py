@@ -18,5 +18,5 @@ class TargetAlone(Pipeline):
         g = prob.accepted_tokens
         if g <= 0:
             return
-        kv = prob.prompt if p.context_includes_prompt else 0   # the target reads the prompt, then writes
+        kv = prob.prompt_tokens if p.context_includes_prompt else 0   # the target reads the prompt, then writes
         self.target_write(Write(kv, g, kv, p.target(kv, g, kv)), [], kind="write", kv=kv, cap=g, new=kv)
