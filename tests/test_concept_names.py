@@ -69,3 +69,24 @@ def test_a_second_definition_and_a_misnamed_schema_are_found(tmp_path):
     assert clashes(tmp_path) == ["ROLES: defined in heterospec/a/x.py, heterospec/b.py"]
     assert misnamed_schemas(tmp_path) == [
         "heterospec/a/x.py: CALLS_SCHEMA is the schema of table 'serving_calls'; name it SERVING_CALLS_SCHEMA"]
+
+
+CHAIN = ("steps_from_calls", "steps_from_events")   # a trace table -> steps: called by the one loader only
+LOADER = "heterospec/replay/traces/problems.py"
+
+
+def chain_calls(src: Path = SRC) -> list[str]:
+    """``module:line name`` for every call of a trace-to-steps function outside the one loader."""
+    out = []
+    for path in sorted((src / "heterospec").rglob("*.py")):
+        rel = str(path.relative_to(src))
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in CHAIN \
+                    and rel != LOADER:
+                out.append(f"{rel}:{node.lineno} {getattr(node.func, 'id', getattr(node.func, 'attr', ''))}")
+    return out
+
+
+def test_traces_become_problems_in_one_loader():
+    found = chain_calls()
+    assert not found, "call heterospec.replay.traces.problems instead:\n" + "\n".join(found)

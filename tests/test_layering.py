@@ -177,3 +177,12 @@ def test_the_scan_sees_function_level_cycles_and_upward_imports(tmp_path):
     known = {"cycle within: heterospec.hls.buys heterospec.hls.stage"}
     assert excused("import cycle: heterospec.hls.buys -> heterospec.hls.stage -> heterospec.hls.buys", known)
     assert not excused("import cycle: heterospec.hls.buys -> heterospec.replay.grid.stage -> heterospec.hls.buys", known)
+
+
+def test_the_report_reads_stage_outputs_and_runs_no_simulation():
+    """The report and the catalogue draw from what the stages wrote: no module of theirs imports the replay (whose
+    simulations a figure shows are the replay stage's outputs, e.g. ``python -m heterospec.replay ours``)."""
+    graph = imports(modules())
+    found = [f"{m} imports {t}" for m in sorted(graph) if m.split(".")[1:2] in (["report"], ["aggregate"])
+             for t in sorted(graph[m]) if t.startswith("heterospec.replay")]
+    assert not found, "\n" + "\n".join(found)

@@ -31,7 +31,7 @@ from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
 from heterospec.replay.validation.against_collect import REPLAY_VALIDATION_AGGREGATE_SCHEMA, REPLAY_VALIDATION_SCHEMA
 from heterospec.report.sources import PAPER_TABLE3_SCHEMA
 from heterospec.report.sweep import SWEEP_POINTS_SCHEMA
-from heterospec.report.tau_sweep import TAU_SWEEP_SCHEMA
+from heterospec.replay.grid.tau_sweep import TAU_SWEEP_SCHEMA
 from heterospec.store import write_parquet
 from heterospec.store.catalog import SUMMARIES, TABLES, build, query
 from heterospec.store.machines import MACHINES_SCHEMA

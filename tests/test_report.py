@@ -206,12 +206,12 @@ def test_models_are_keyed_by_their_own_settings_not_the_run():
 def test_tau_sweep_of_an_experiment_without_collect_reads_only_the_artifacts_traces(tmp_path):
     """artifact_replay decodes nothing: its tau sweep must not ask for collect traces (it once stopped with
     "collect: no collect traces yet"); ci collects sequentially, so its sweep does."""
-    from heterospec.report.tau_sweep import _trace_sets, sweeps_ours, tau_sweep
+    from heterospec.replay.grid.tau_sweep import _trace_sets, sweeps_ours, tau_sweep
 
     artifact, ci = compose_config(["experiment=artifact_replay"]), compose_config(["experiment=ci"])
     assert not sweeps_ours(artifact) and sweeps_ours(ci)
     paths = RunPaths(tmp_path / "results" / "run")
-    assert _trace_sets(artifact, paths) == []      # nothing imported yet either: no trace set, no demand
+    assert _trace_sets(artifact, paths) == {}      # nothing imported yet either: no trace set, no demand
     with pytest.raises(UserError, match="no collect traces yet"):
         _trace_sets(ci, paths)
     with pytest.raises(UserError, match=r"no imported artifact traces \(replay.trace_sets \['with_bt', 'no_bt'\]\)"):

@@ -16,8 +16,9 @@ from heterospec.errors import UserError
 from heterospec.jobs import JobSizes
 from heterospec.paths import DUCKDB_FILE, EVAL_METHODS, EVAL_ROLES, ROLES, RunPaths, model_dir, prm_learns_from
 from heterospec.reasoning.collect_schemas import COLLECT_TABLES as COLLECT_TABLES
-from heterospec.report.sources import PAPER_TABLE3, ours_path, ours_profiles, paper_table3_path
-from heterospec.report.tau_sweep import sweep_path, sweeps_ours
+from heterospec.replay.grid.ours import ours_path, ours_profiles
+from heterospec.report.sources import PAPER_TABLE3, paper_table3_path
+from heterospec.replay.grid.tau_sweep import sweep_path, sweeps_ours
 from heterospec.report.sweep import parse_sweep, sweep_name
 from heterospec import workflow_log
 
@@ -217,7 +218,7 @@ def serving_reference():
 
 
 def ours_outputs():
-    """Our sequential collect traces replayed on the paper's systems (heterospec.report.sources), for Figure 8."""
+    """Our sequential collect traces replayed on the paper's systems (heterospec.replay.grid.ours), for Figure 8."""
     if not validation_outputs() or not ours_profiles(CFG):
         return []
     return [str(ours_path(PATHS))]
@@ -233,7 +234,7 @@ def tau_sweep_outputs():
 
 
 def tau_sweep_inputs(wildcards):
-    """Our sequential collect traces when the run collects (heterospec.report.tau_sweep.sweeps_ours; an experiment
+    """Our sequential collect traces when the run collects (heterospec.replay.grid.tau_sweep.sweeps_ours; an experiment
     without collect, artifact_replay, has none), the artifact's imported traces when the run imports them, and the
     HLS performance model when a profile prices with it."""
     ours = collections(plain=True) if sweeps_ours(CFG) else []

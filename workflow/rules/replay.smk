@@ -118,3 +118,40 @@ rule replay_batch_prices:
     shell:
         "python -m heterospec.replay.profiles.price_sweep --device cpu --batches 1,2,4 --contexts 32,96 --repeats 3"
         " --out {output} {params.hydra} 2>&1 | tee {log}"
+
+
+# the replays the report draws: our collect traces on the paper's systems (Figure 8 for our traces, the sweep's
+# latencies), and token-level speculation priced over tau (heterospec.replay.grid.ours, .tau_sweep)
+rule report_ours:
+    input:
+        collections(plain=True),
+        [str(PATHS.hls_perf)] if "hls" in ours_profiles(CFG) else [],
+    output:
+        ours_path(PATHS),
+    log:
+        PATHS.log("report_ours"),
+    priority: job_priority("report_ours")
+    conda:
+        "../envs/heterospec.yaml"
+    params:
+        spec=spec("report_ours"),
+        hydra=HYDRA,
+    shell:
+        "python -m heterospec.replay ours {params.hydra} 2>&1 | tee {log}"
+
+
+rule report_tau_sweep:
+    input:
+        tau_sweep_inputs,
+    output:
+        sweep_path(PATHS),
+    log:
+        PATHS.log("report_tau_sweep"),
+    priority: job_priority("report_tau_sweep")
+    conda:
+        "../envs/heterospec.yaml"
+    params:
+        spec=spec("report_tau_sweep"),
+        hydra=HYDRA,
+    shell:
+        "python -m heterospec.replay tau-sweep {params.hydra} 2>&1 | tee {log}"

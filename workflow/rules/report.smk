@@ -1,43 +1,8 @@
 # report: the paper's figures drawn from the DuckDB views (heterospec.report.figures), each as PNG, SVG and the
 # plotted rows as CSV, flagged for `snakemake --report results/report.html`; and, for --config sweep=..., the
-# runs of the sweep and the record of which run holds which value. Two inputs of the figures are made here: our
-# collect traces replayed on the paper's systems (Figure 8 for our traces, the sweep's latencies) and the paper's
-# Table III read from the artifact's reference results (an empty table when no artifact checkout is configured).
-
-
-rule report_ours:
-    input:
-        collections(plain=True),
-        [str(PATHS.hls_perf)] if "hls" in ours_profiles(CFG) else [],
-    output:
-        ours_path(PATHS),
-    log:
-        PATHS.log("report_ours"),
-    priority: job_priority("report_ours")
-    conda:
-        "../envs/heterospec.yaml"
-    params:
-        spec=spec("report_ours"),
-        hydra=HYDRA,
-    shell:
-        "python -m heterospec.report ours {params.hydra} 2>&1 | tee {log}"
-
-
-rule report_tau_sweep:
-    input:
-        tau_sweep_inputs,
-    output:
-        sweep_path(PATHS),
-    log:
-        PATHS.log("report_tau_sweep"),
-    priority: job_priority("report_tau_sweep")
-    conda:
-        "../envs/heterospec.yaml"
-    params:
-        spec=spec("report_tau_sweep"),
-        hydra=HYDRA,
-    shell:
-        "python -m heterospec.report tau-sweep {params.hydra} 2>&1 | tee {log}"
+# runs of the sweep and the record of which run holds which value. One input of the figures is made here: the
+# paper's Table III read from the artifact's reference results (an empty table when no artifact checkout is
+# configured); the replays they draw are the replay stage's (replay.smk: report_ours, report_tau_sweep).
 
 
 rule paper_table3:

@@ -1,5 +1,6 @@
-"""``python -m heterospec.replay import|run|validate|load|load-point [flags] [Hydra overrides]`` (see
-heterospec.replay.grid.stage and heterospec.replay.load.stage)."""
+"""``python -m heterospec.replay import|run|validate|load|load-point|ours|tau-sweep [flags] [Hydra overrides]`` (see
+heterospec.replay.grid.stage, heterospec.replay.grid.ours, heterospec.replay.grid.tau_sweep and
+heterospec.replay.load.stage)."""
 from __future__ import annotations
 
 from heterospec import stage
@@ -10,9 +11,11 @@ def main(argv: list[str]) -> None:
     from heterospec.replay.validation.against_collect import validate
 
     p = stage.parser("python -m heterospec.replay", "Trace replay on modelled heterogeneous systems.")
-    p.add_argument("action", choices=["import", "run", "validate", "load", "load-point"],
+    p.add_argument("action", choices=["import", "run", "validate", "load", "load-point", "ours", "tau-sweep"],
                    help="import: artifact traces -> events table; run: replay the grid; validate: against collect "
-                        "runs; load: latency under load and capacity at the SLO; load-point: one load.arrivals point")
+                        "runs; load: latency under load and capacity at the SLO; load-point: one load.arrivals point; "
+                        "ours: our collect traces on the paper's systems; tau-sweep: token-level speculation over "
+                        "tau on the paper's systems")
     p.add_argument("--trace-set", help="import: the trace set (a folder under replay.traces, e.g. with_bt)")
     p.add_argument("--fit-on", metavar="TRACES", help="validate: fit the measured profile on this trace set's "
                    "sequential calls only (e.g. brsd) and predict the others: a held-out check; saves nothing")
@@ -25,6 +28,12 @@ def main(argv: list[str]) -> None:
             import_stage(cfg, paths, ts)
     elif args.action == "run":
         run_stage(cfg, paths, args.overrides)
+    elif args.action == "ours":
+        from heterospec.replay.grid.ours import replay_ours
+        replay_ours(cfg, paths, args.overrides)
+    elif args.action == "tau-sweep":
+        from heterospec.replay.grid.tau_sweep import tau_sweep
+        tau_sweep(cfg, paths, args.overrides)
     elif args.action in ("load", "load-point"):
         from heterospec.replay.load.stage import point_stage, run_stage as load_stage
         if args.action == "load":

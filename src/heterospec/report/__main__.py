@@ -1,10 +1,10 @@
-"""``python -m heterospec.report``: draw one figure of a run from the catalogue, or record a sweep's points.
+"""``python -m heterospec.report``: draw one figure of a run from the catalogue, or record a sweep's points; the
+figures draw from stage outputs only (the replays they show are the replay stage's: ``python -m heterospec.replay
+ours|tau-sweep``).
 
     python -m heterospec.report figure table3 --run ci --out results/ci/figures
     python -m heterospec.report sweep --out results/<sweep>/sweep/points.parquet --point RUN KEY=VALUE ...
-    python -m heterospec.report ours [overrides]           our collect traces replayed on the paper's systems
     python -m heterospec.report paper-table3 [overrides]   the artifact's Table III, when a checkout is configured
-    python -m heterospec.report tau-sweep [overrides]      target and step-level speculation priced over tau
 """
 from __future__ import annotations
 
@@ -68,10 +68,8 @@ def main(argv: list[str]) -> None:
     s = sub.add_parser("sweep", help="record which runs a sweep made")
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--point", nargs="+", action="append", required=True, metavar=("RUN", "KEY=VALUE"))
-    for command, text in [("ours", "replay our collect traces on the paper's systems"),
-                          ("paper-table3", "import the artifact's Table III"),
-                          ("tau-sweep", "price token-level speculation over tau on the paper's systems")]:
-        sub.add_parser(command, help=text).add_argument("overrides", nargs="*", help="Hydra overrides")
+    sub.add_parser("paper-table3", help="import the artifact's Table III").add_argument(
+        "overrides", nargs="*", help="Hydra overrides")
     args = p.parse_args(argv)
     if args.command == "figure":
         draw(args.name, args.run, args.out, args.db)
@@ -81,13 +79,7 @@ def main(argv: list[str]) -> None:
     else:
         from heterospec.report import sources
         cfg, paths = stage.compose(args)
-        if args.command == "ours":
-            sources.replay_ours(cfg, paths, args.overrides)
-        elif args.command == "tau-sweep":
-            from heterospec.report.tau_sweep import tau_sweep
-            tau_sweep(cfg, paths, args.overrides)
-        else:
-            sources.paper_table3(cfg, paths)
+        sources.paper_table3(cfg, paths)
 
 
 if __name__ == "__main__":

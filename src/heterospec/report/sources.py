@@ -1,9 +1,6 @@
-"""The report's own inputs: our collect traces replayed on the paper's systems, and the paper's Table III.
+"""The report's own input beside the stages' outputs, the paper's Table III (our collect traces replayed on the
+paper's systems are the replay's: :mod:`heterospec.replay.grid.ours`).
 
-* ``results/<run>/report/replay_ours.parquet``: each algorithm's sequential collect traces (trace set
-  ``ours_<algorithm>``) replayed like the artifact's: ``replay.systems`` x ``replay.schedules`` x ``replay.profiles``
-  (``measured`` left out: it prices this CPU, not the paper's systems). Same schema as the replay stage's results,
-  so the Figure 8 / 10 views show the artifact's traces and ours side by side.
 * ``results/<run>/report/paper_table3.parquet``: the artifact's Table III (``table3_accuracy_reference.json`` under
   ``paths.heteroreason_ae``), one row per config x method x dataset; empty when no artifact checkout is configured.
 """
@@ -36,54 +33,8 @@ PAPER_TABLE3_SCHEMA = versioned("paper_table3", 1, [
 ])
 
 
-def ours_path(paths: RunPaths) -> Path:
-    return paths.root / "report" / "replay_ours.parquet"
-
-
 def paper_table3_path(paths: RunPaths) -> Path:
     return paths.root / "report" / "paper_table3.parquet"
-
-
-def ours_profiles(cfg: Any) -> list[str]:
-    """The latency profiles our traces are priced with on the paper's systems."""
-    return [p for p in cfg.replay.profiles if p != "measured"]
-
-
-def replay_ours(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
-    """Replay each algorithm's sequential collect traces on ``replay.systems`` x ``replay.schedules`` x profiles."""
-    from heterospec.replay.grid.simulate import simulate
-    from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
-    from heterospec.replay.simulator.problem import problems_from_steps
-    from heterospec.replay.schedules import get_schedule
-    from heterospec.replay.grid.stage import (needs_speculation, prefetch_outcome, profile_factory, schedule_configs,
-                                         system_configs, token_speculation)
-    from heterospec.replay.simulator.steps import steps_from_calls
-    from heterospec.replay.traces.reader import find_traces, plain_traces
-
-    profiles = ours_profiles(cfg)
-    if not profiles:
-        raise UserError(f"replay.profiles {list(cfg.replay.profiles)}: our traces need a profile other than "
-                        "'measured' to be priced on the paper's systems")
-    calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
-    systems = system_configs(cfg)
-    scheds = [get_schedule(s) for s in schedule_configs(cfg, overrides)]
-    parts = []
-    for (algorithm, executor), table in sorted(calls.items()):
-        if executor != "sequential":
-            continue   # every executor reasons identically (greedy); the sequential one's calls are the steps
-        probs = problems_from_steps(steps_from_calls(table, f"ours_{algorithm}"))
-        for name in profiles:
-            log.info("ours_%s: %d problems on %d systems x %d schedules, profile %s", algorithm, len(probs),
-                     len(systems), len(scheds), name)
-            parts.append(simulate(probs, systems, scheds, profile_factory(name, cfg, paths), cfg.replay.engine,
-                                  cfg.replay.workers, run=cfg.name, recorded=prefetch_outcome(cfg),
-                                  speculation=token_speculation(cfg) if needs_speculation(scheds) else None))
-    if not parts:
-        raise UserError(f"{paths.collect_root}: no sequential collect traces to replay")
-    results = pa.concat_tables(parts)
-    write_parquet(results, ours_path(paths), REPLAY_RESULTS_SCHEMA)
-    log.info("%d problem-replays of our traces -> %s", results.num_rows, ours_path(paths))
-    return results
 
 
 def paper_table3(cfg: Any, paths: RunPaths) -> list[dict]:

@@ -72,7 +72,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "dfvg_replay": "results/*/dfvg/replay.parquet",
     "sweep_points": "results/*/sweep/points.parquet",
     "paper_table3": "results/*/report/paper_table3.parquet",
-    "tau_sweep": "results/*/report/tau_sweep.parquet",          # heterospec.report.tau_sweep
+    "tau_sweep": "results/*/report/tau_sweep.parquet",          # heterospec.replay.grid.tau_sweep
     # the load replay (heterospec.replay.load): per request, per load point, capacity at the SLO
     "load_requests": "results/*/load/requests.parquet",
     "load_points": "results/*/load/points.parquet",

@@ -20,12 +20,10 @@ from heterospec.paths import RunPaths
 from heterospec.replay.artifact.replays import ARTIFACT_REPLAY_SCHEMA, replay_for_profiles
 from heterospec.replay.grid.simulate import simulate
 from heterospec.replay.simulator.metrics import REPLAY_RESULTS_SCHEMA
-from heterospec.replay.simulator.problem import problems_from_steps
 from heterospec.replay.simulator.system import PREFETCH_OUTCOMES, SpeculationParams
 from heterospec.replay.artifact.importer import FORMATS, import_traces, read_events
 from heterospec.replay.profiles.registry import get_profile, profile_names
 from heterospec.replay.schedules import get_schedule
-from heterospec.replay.artifact.event_steps import steps_from_events
 from heterospec.replay.grid.entries import schedule_configs, system_configs
 from heterospec.store.parquet import write_parquet
 
@@ -78,16 +76,12 @@ def profile_factory(name: str, cfg: Any, paths: RunPaths):
     return lambda system: get_profile(name, system=system, **kw)
 
 
-def load_steps(cfg: Any, paths: RunPaths) -> pa.Table:
-    tables = []
-    for ts in cfg.replay.trace_sets:
-        path = paths.replay_events(ts)
-        if not path.exists():
-            raise UserError(f"{path}: not imported yet; run `python -m heterospec.replay import --trace-set {ts}`")
-        tables.append(steps_from_events(read_events(path), ts))
-    if not tables:
+def traced_sets(cfg: Any, paths: RunPaths) -> list:
+    """Every imported trace set of ``replay.trace_sets`` as problems, in that order."""
+    from heterospec.replay.traces.problems import run_problems
+    if not cfg.replay.trace_sets:
         raise UserError("replay.trace_sets is empty: nothing to replay")
-    return pa.concat_tables(tables)
+    return [p for probs in run_problems(cfg, paths, cfg.replay.trace_sets).values() for p in probs]
 
 
 def prefetch_outcome(cfg: Any) -> bool | None:
@@ -124,7 +118,7 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     for s in systems:       # build every profile once up front: a missing hardware field fails before any work
         for f in factories.values():
             f(s)
-    probs = problems_from_steps(load_steps(cfg, paths))
+    probs = traced_sets(cfg, paths)
     recorded = prefetch_outcome(cfg)
     spec = token_speculation(cfg) if needs_speculation(scheds) else None
     parts = [simulate(probs, systems, scheds, f, cfg.replay.engine, cfg.replay.workers, run=cfg.name,

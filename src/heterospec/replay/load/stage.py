@@ -36,7 +36,7 @@ from heterospec.replay.load.capacity import search
 from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
 from heterospec.replay.load.load_metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
                                             percentile, request_rows)
-from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
+from heterospec.replay.simulator.problem import TracedProblem
 from heterospec.replay.simulator.system import Ctx, SystemParams
 from heterospec.store.parquet import write_parquet
 
@@ -88,28 +88,11 @@ def which_traces(cfg: Any, paths: RunPaths) -> str:
 
 def trace_sets(cfg: Any, paths: RunPaths, families: set[str]) -> dict[str, tuple[str, list[TracedProblem]]]:
     """family (rsd, brsd) -> (trace set, its problems) for the families the methods need."""
-    from heterospec.replay.simulator.steps import steps_from_calls
-    from heterospec.replay.artifact.event_steps import steps_from_events
-    out = {}
-    if which_traces(cfg, paths) == "artifact":
-        from heterospec.replay.artifact.importer import read_events
-        for fam in families:
-            ts = ARTIFACT_SETS[fam]
-            path = paths.replay_events(ts)
-            if not path.exists():
-                raise UserError(f"{path}: not imported; run `python -m heterospec.replay import --trace-set {ts}` "
-                                f"(or load.traces=ours)")
-            out[fam] = (ts, problems_from_steps(steps_from_events(read_events(path), ts)))
-        return out
-    from heterospec.replay.traces.reader import find_traces, plain_traces
-    calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
-    for fam in families:
-        table = calls.get((fam, "sequential"))
-        if table is None:
-            raise UserError(f"load.methods needs {fam.upper()} traces: no sequential collect of '{fam}' under "
-                            f"{paths.collect_root} (collect.algorithms)")
-        out[fam] = (OURS_SETS[fam], problems_from_steps(steps_from_calls(table, OURS_SETS[fam])))
-    return out
+    from heterospec.replay.traces.problems import run_problems
+    names = ARTIFACT_SETS if which_traces(cfg, paths) == "artifact" else OURS_SETS
+    hint = "; or load.traces=ours" if names is ARTIFACT_SETS else ""
+    problems = run_problems(cfg, paths, [names[fam] for fam in families], hint)
+    return {fam: (names[fam], problems[names[fam]]) for fam in families}
 
 
 def max_context(problems: list[TracedProblem], with_prompt: bool) -> int:

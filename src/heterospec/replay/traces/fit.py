@@ -11,10 +11,11 @@ import pyarrow as pa
 
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.traces.reader import (group_rows, fastest_calls, find_repeats, find_rounds, find_traces, min_latency,
-                                              plain_traces, sequential_rows)
+from heterospec.replay.traces.reader import (group_rows, fastest_calls, find_repeats, find_rounds, min_latency,
+                                              sequential_rows)
 from heterospec.replay.profiles.measured import MeasuredProfile, fit_calls, fit_overheads, fit_rounds, read_fit
 from heterospec.replay.simulator.system import SpeculationParams
+from heterospec.replay.traces.problems import collect_traces
 
 
 def trace_speculation(rows: list[dict], name: str) -> SpeculationParams:
@@ -70,8 +71,7 @@ def measured_profile(cfg: Any, paths: RunPaths) -> MeasuredProfile:
     if paths.replay_fit.exists():
         return MeasuredProfile.from_fit(read_fit(paths.replay_fit))
     rounds = find_rounds(paths.collect_root)
-    calls, latency = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.replay.validate_schedules)),
-                                  {ts for ts, _ in rounds})
+    calls, latency = collect_traces(cfg, paths, cfg.replay.validate_schedules, {ts for ts, _ in rounds})
     rounds = {k: v for k, v in rounds.items() if k in calls}
     reps = find_repeats(paths.collect_root)
     return MeasuredProfile.from_fit(fit_table(calls, root=paths.collect_root, latency=min_latency(latency, reps),

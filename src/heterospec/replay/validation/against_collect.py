@@ -29,12 +29,12 @@ import pyarrow as pa
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.traces.reader import (COLLECT_PROBLEMS_TAG, fastest_calls, find_repeats, find_rounds,
-                                              find_traces, min_latency, overlapped_calls, plain_traces)
+                                              min_latency, overlapped_calls)
 from heterospec.replay.traces.fit import fit_table, trace_speculation
 from heterospec.replay.profiles.measured import MeasuredProfile, write_fit
 from heterospec.replay.validation.noise import AGGREGATES, JUDGED, aggregate_error, aggregate_interval, draft_contention, draft_pace, \
     mae_interval, repeat_spread
-from heterospec.replay.simulator.steps import steps_from_calls
+from heterospec.replay.traces.problems import collect_traces, traced_problems
 from heterospec.store.parquet import versioned, write_parquet
 
 MAE_BAR = 0.10
@@ -102,7 +102,7 @@ class Measured:
 def measured(cfg: Any, paths: RunPaths, executors: list[str]) -> Measured:
     """The traces the validation covers, each problem at its fastest repeat, with their noise statistics."""
     rounds = find_rounds(paths.collect_root)
-    calls, latency = plain_traces(cfg, *find_traces(paths.collect_root, executors), {ts for ts, _ in rounds})
+    calls, latency = collect_traces(cfg, paths, executors, {ts for ts, _ in rounds})
     rounds = {k: v for k, v in rounds.items() if k in calls}
     reps = find_repeats(paths.collect_root)
     spread = {(ts, ex, *k): v for (ts, ex), rs in reps.items() for k, v in repeat_spread(rs).items()}
@@ -115,7 +115,6 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
     from heterospec.config import hardware
     from heterospec.replay.grid.simulate import simulate
     from heterospec.replay.grid.entries import compose_schedule
-    from heterospec.replay.simulator.problem import problems_from_steps
     from heterospec.replay.schedules import get_schedule
 
     scheds = {e: get_schedule(compose_schedule(cfg, overrides, e, "replay.validate_schedules")) for e in executors}
@@ -127,7 +126,7 @@ def compare(cfg: Any, overrides: list[str], m: Measured, prof: MeasuredProfile, 
         seq_wall: dict[tuple, float] = defaultdict(float)
         for r in t.select(["dataset", "problem", "wall_ms"]).to_pylist():
             seq_wall[(r["dataset"], r["problem"])] += r["wall_ms"] or 0.0
-        probs = problems_from_steps(steps_from_calls(t, ts))
+        probs = traced_problems(t, ts)
         own = _own_calls(fastest_calls(m.repeats[ts, ex]) if (ts, ex) in m.repeats else t)
         spec = None
         if (ts, ex) in m.rounds:   # its target writes speculate: replayed as rounds, tau and draft_len as recorded

@@ -240,13 +240,12 @@ def traced_problems(reference: dict[str, pa.Table]) -> list:
     """The served algorithm's problems as the replay reads them, from its sequential collect (the served requests'
     steps are these: the outputs check says so)."""
     from heterospec.replay.traces.reader import calls_from_collect
-    from heterospec.replay.simulator.problem import problems_from_steps
-    from heterospec.replay.simulator.steps import steps_from_calls
+    from heterospec.replay.traces.problems import traced_problems
 
     steps = {(r["algorithm"], r["executor"], r["dataset"], r["problem_id"], r["step_idx"]): r["outcome"]
              for r in reference["steps"].to_pylist()}
     calls = calls_from_collect(reference["calls"], steps, Path("collect (sequential)"))
-    return problems_from_steps(steps_from_calls(calls, "serving"))
+    return traced_problems(calls, "serving")
 
 
 def serving_profile(serving: dict[str, pa.Table], run: str, yields: Yielding | None = None):

@@ -21,7 +21,7 @@ from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.store.parquet import versioned, write_parquet
 
-log = logging.getLogger("heterospec.report")
+log = logging.getLogger("heterospec.replay")
 
 TAUS = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0)
 PLAIN = ("target_only", "step_ahead", "hetero")
@@ -54,34 +54,21 @@ def sweeps_ours(cfg: Any) -> bool:
     return bool(cfg.datasets) and any(e == "sequential" for _, e in timed_collects(cfg))
 
 
-def _trace_sets(cfg: Any, paths: RunPaths) -> list[tuple[str, pa.Table]]:
-    """(name, steps) of our sequential collect traces (when the run collects them) and of the artifact's imported
+def _trace_sets(cfg: Any, paths: RunPaths) -> dict[str, list]:
+    """Trace set -> problems: our sequential collect traces (when the run collects them) and the artifact's imported
     traces, where present."""
-    from heterospec.replay.artifact.importer import read_events
-    from heterospec.replay.simulator.steps import steps_from_calls
-    from heterospec.replay.artifact.event_steps import steps_from_events
-    from heterospec.replay.traces.reader import find_traces, plain_traces
-
-    out = []
-    if sweeps_ours(cfg):
-        calls, _ = plain_traces(cfg, *find_traces(paths.collect_root, list(cfg.collect.executors)))
-        for (algorithm, executor), table in sorted(calls.items()):
-            if executor == "sequential":
-                out.append((f"ours_{algorithm}", steps_from_calls(table, f"ours_{algorithm}")))
-    for ts in cfg.replay.trace_sets:
-        if paths.replay_events(ts).exists():
-            out.append((ts, steps_from_events(read_events(paths.replay_events(ts)), ts)))
-    return out
+    from heterospec.replay.traces.problems import ours_problems, run_problems
+    out = ours_problems(cfg, paths) if sweeps_ours(cfg) else {}
+    return {**out, **run_problems(cfg, paths, [ts for ts in cfg.replay.trace_sets if paths.replay_events(ts).exists()])}
 
 
 def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     """Replay every trace set on ``replay.systems`` with the plain and the speculating schedules at each tau."""
     from heterospec.replay.grid.simulate import simulate
-    from heterospec.replay.simulator.problem import problems_from_steps
     from heterospec.replay.grid.stage import prefetch_outcome, profile_factory, system_configs, token_speculation
     from heterospec.replay.simulator.system import SpeculationParams
     from heterospec.replay.grid.entries import compose_schedule
-    from heterospec.report.sources import ours_profiles
+    from heterospec.replay.grid.ours import ours_profiles
 
     sets = _trace_sets(cfg, paths)
     if not sets:
@@ -94,8 +81,7 @@ def tau_sweep(cfg: Any, paths: RunPaths, overrides: list[str]) -> pa.Table:
     rows = []
     for name in ours_profiles(cfg):
         factory = profile_factory(name, cfg, paths)
-        for ts, steps in sets:
-            probs = problems_from_steps(steps)
+        for ts, probs in sets.items():
             log.info("tau sweep: %s, %d problems, %d systems, %d values of tau, profile %s", ts, len(probs),
                      len(systems), len(TAUS), name)
             grids = [(None, simulate(probs, systems, plain, factory, cfg.replay.engine, run=cfg.name,
