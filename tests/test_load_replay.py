@@ -23,7 +23,7 @@ from heterospec.replay.artifact.importer import import_traces
 from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.load import replay_closed, replay_requests, serial_plan
 from heterospec.replay.load.batching import Bounds, get_policy
-from heterospec.replay.load.devices import DevicePlan, LoadSettings, PricingInputs, lanes_fit, plan_devices
+from heterospec.replay.load.devices import DevicePlan, PricingInputs, lanes_fit, plan_devices, settings_of
 from heterospec.replay.load.prices import (BatchCurve, fit_batch_prices, measured_curve, published_curve,
                                            roofline_curve)
 from heterospec.replay.simulator.problem import TracedProblem, problems_from_steps
@@ -37,6 +37,9 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIG1 = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1"
 SPEC = SpeculationParams(3.0, 5)
 FLAT = BatchCurve(lambda b, c: 1.0, "flat")
+
+# conf/load/default.yaml's device settings without its published batch curves (every device on the roofline's)
+DEFAULT_SETTINGS = replace(settings_of(compose_config([]).load), paper_curves={})
 
 
 def artifact(trace_set: str, per_dataset: int) -> list[TracedProblem]:
@@ -72,7 +75,7 @@ def generated(n: int, seed: int = 7) -> list[TracedProblem]:
 
 def batch1_plan(system, models) -> DevicePlan:
     """The configured policies (lanes on an FPGA, batched prefill, continuous batching) held to batch 1."""
-    settings = LoadSettings(max_batch={"draft": 1, "prm": 1, "target": 1}, draft_lanes=1)
+    settings = replace(DEFAULT_SETTINGS, max_batch={"draft": 1, "prm": 1, "target": 1}, draft_lanes=1)
     plan = plan_devices(system, settings, PricingInputs(models=models, kind="roofline", hls=compose_config([]).hls,
                                                         max_context=4096))
     assert {p.policy for p in plan.policies.values()} >= {"continuous", "batched_prefill"}
@@ -277,7 +280,7 @@ def test_measured_prices_batch_on_the_cpu_trio():
             for role, phase in (("draft", "decode"), ("prm", "score"), ("target", "decode"))
             for b in (1, 2, 4, 8) for c in (32, 96) for n in (1, 8)]
     system = hw_system("cpu3")
-    plan = plan_devices(system, LoadSettings(), PricingInputs(models=compose_config([]).models, kind="measured",
+    plan = plan_devices(system, DEFAULT_SETTINGS, PricingInputs(models=compose_config([]).models, kind="measured",
                                                               hls=compose_config([]).hls, batch_fit=fit_batch_prices(
                                                                   pa.Table.from_pylist(rows, schema=BATCH_PRICES_SCHEMA)),
                                                               max_context=200))

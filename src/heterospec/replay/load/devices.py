@@ -15,7 +15,7 @@ other profiles the run's own models.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from heterospec.config.hardware import ROLES, Device, System
@@ -42,14 +42,14 @@ class PublishedCurve:
 
 @dataclass(frozen=True)
 class LoadSettings:
-    """The ``load`` section's device settings (:func:`settings_of` reads them from a config)."""
-    batching: dict = field(default_factory=lambda: {"draft": "auto", "prm": "batched_prefill",
-                                                    "target": "continuous", "link": "serial"})
-    max_batch: dict = field(default_factory=lambda: {"draft": 32, "prm": 16, "target": 32})   # 0: auto
-    fpga_batch: int = 1
-    draft_lanes: int = 0                  # 0: as many as the design point fits
-    memory_fraction: float = 0.9
-    paper_curves: dict = field(default_factory=dict)   # device name -> PublishedCurve
+    """The ``load`` section's device settings (:func:`settings_of` reads them from a config; their defaults are
+    conf/load/default.yaml's)."""
+    batching: dict                        # resource -> batching policy
+    max_batch: dict                       # role -> sequences per pass (0: auto)
+    fpga_batch: int
+    draft_lanes: int                      # 0: as many as the design point fits
+    memory_fraction: float
+    paper_curves: dict                    # device name -> PublishedCurve
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,11 @@ from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
+from omegaconf import OmegaConf
 
 from heterospec.arrivals import Arrivals
 from heterospec.config.hardware import System
+from heterospec.config.schema import LoadConfig
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
 from heterospec.replay.simulator.des import simulate_problem
@@ -76,9 +78,27 @@ class SystemMethod:
 
 
 # ----------------------------------------------------------------------------- inputs
+@dataclass(frozen=True)
+class LoadPlan:
+    """The load stage's settings, resolved once from the composed config: the ``load`` section as its schema's type
+    (:class:`heterospec.config.schema.LoadConfig`, values typed and range-checked) and the run's name. Everything
+    below the stage's entry reads this, not the config."""
+    run: str
+    load: LoadConfig
+
+
+def load_plan(cfg: Any) -> LoadPlan:
+    """The plan of ``cfg``; one line for settings that contradict each other."""
+    plan = LoadPlan(str(cfg.name), OmegaConf.to_object(cfg.load))
+    if plan.load.max_requests < plan.load.requests:
+        raise UserError(f"load.max_requests: {plan.load.max_requests}, expected at least load.requests "
+                        f"({plan.load.requests})")
+    return plan
+
+
 def which_traces(cfg: Any, paths: RunPaths) -> str:
     """``load.traces``: artifact or ours (auto: the artifact's when the run imported both of its trace sets)."""
-    mode = str(cfg.load.traces)
+    mode = cfg.load.traces
     if mode not in ("auto", "artifact", "ours"):
         raise UserError(f"load.traces: '{mode}', expected auto, artifact or ours")
     if mode == "auto":
@@ -160,7 +180,7 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[SystemMet
     if not cfg.load.methods or not cfg.load.systems:
         raise UserError("load.methods and load.systems: nothing to replay (both need an entry)")
     sets = trace_sets(cfg, paths, {LOAD_METHODS[m][0] for m in cfg.load.methods})
-    factory = profile_factory(str(cfg.load.profile), cfg, paths)
+    factory = profile_factory(cfg.load.profile, cfg, paths)
     spec = token_speculation(cfg) if any(m.endswith("_sd") for m in cfg.load.methods) else None
     from heterospec.replay.schedules import get_schedule
     schedules: dict[str, Any] = {}
@@ -174,7 +194,7 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[SystemMet
             sched = fpga if system.draft.kind == "fpga" else gpu
             if sched not in schedules:
                 schedules[sched] = get_schedule(compose_schedule(cfg, overrides, sched, "load.methods"))
-            plan = device_plan(cfg, paths, system, str(cfg.load.profile), probs, profile)
+            plan = device_plan(cfg, paths, system, cfg.load.profile, probs, profile)
             out.append(SystemMethod(system, method, ts, schedules[sched], probs, profile, plan, spec, prefetch_outcome(cfg)))
     return out
 
@@ -205,12 +225,12 @@ def alone(job: SystemMethod) -> Alone:
     return Alone(lat, max(busy.values()) / max(len(job.problems), 1), same)
 
 
-def slo_limits(cfg: Any, alone: dict) -> dict:
+def slo_limits(plan: LoadPlan, alone: dict) -> dict:
     """The SLO in seconds per system/method (``alone``: their unloaded latencies): ``load.slo.seconds``, else
     ``multiple`` x the reference's unloaded percentile (``reference: own``: each one's own). One line when it lies
     below the reference's unloaded latency (no load could meet it)."""
-    slo = cfg.load.slo
-    ref, q = str(slo.reference), float(slo.percentile)
+    slo = plan.load.slo
+    ref, q = slo.reference, slo.percentile
     if ref != "own" and ref not in alone:
         raise UserError(f"load.slo.reference: '{ref}' is not one of the systems/methods replayed ({sorted(alone)}) "
                         f"nor 'own'")
@@ -220,64 +240,64 @@ def slo_limits(cfg: Any, alone: dict) -> dict:
         if not slo.seconds >= floor:
             raise UserError(f"load.slo.seconds: {slo.seconds} s is below the unloaded P{q:g} latency "
                             f"({floor:.3f} s{'' if ref == 'own' else ' of ' + ref}); no load can meet it")
-        return dict.fromkeys(alone, float(slo.seconds))
-    return {k: float(slo.multiple) * base[k if ref == "own" else ref] for k in alone}
+        return dict.fromkeys(alone, slo.seconds)
+    return {k: slo.multiple * base[k if ref == "own" else ref] for k in alone}
 
 
 HOLD = 20  # counted requests: at least this many times what the system holds at once (Little's law, unloaded)
 
 
-def point_size(cfg: Any, rate: float | None, solo: Alone | None) -> tuple[int, int]:
+def point_size(plan: LoadPlan, rate: float | None, solo: Alone | None) -> tuple[int, int]:
     """(warm-up, counted) requests of a load point. Counted: ``load.requests``, or ``HOLD`` x the requests the system
     holds at once at this rate (rate x mean unloaded latency; a percentile of a run not much longer than a request
     measures its start, not its steady state), at most ``load.max_requests``. Warm-up: the ``load.warmup`` share, or
     as many as arrive during the unloaded P99 latency (the system fills before it is measured), at most twice the
     counted ones (far past capacity the throughput shows it anyway)."""
-    n = int(cfg.load.requests)
+    n = plan.load.requests
     if rate and solo is not None and solo.latencies:
         mean = sum(solo.latencies) / len(solo.latencies)
-        n = min(int(cfg.load.max_requests), max(n, math.ceil(HOLD * rate * mean)))
-    share = math.ceil(float(cfg.load.warmup) * n / (1 - float(cfg.load.warmup)))
+        n = min(plan.load.max_requests, max(n, math.ceil(HOLD * rate * mean)))
+    share = math.ceil(plan.load.warmup * n / (1 - plan.load.warmup))
     fill = math.ceil(rate * percentile(solo.latencies, 99)) if rate and solo is not None and solo.latencies else 0
     return min(2 * n, max(share, fill)), n
 
 
-def run_point(job: SystemMethod, cfg: Any, arrivals: Arrivals, solo: Alone | None = None) -> LoadRun:
+def run_point(job: SystemMethod, plan: LoadPlan, arrivals: Arrivals, solo: Alone | None = None) -> LoadRun:
     """A load point of ``arrivals`` sized by :func:`point_size`; a timestamps file: every time in it, the first
     ``load.warmup`` share not counted."""
     if arrivals.kind == "timestamps":
         from heterospec.arrivals import read_timestamps
         total = len(read_timestamps(arrivals.path))
-        warm = int(float(cfg.load.warmup) * total)
+        warm = int(plan.load.warmup * total)
     else:
-        warm, n = point_size(cfg, arrivals.rate if arrivals.kind == "poisson" else None, solo)
+        warm, n = point_size(plan, arrivals.rate if arrivals.kind == "poisson" else None, solo)
         total = warm + n
     return replay_arrivals(arrivals, job.problems, total, job.system, job.schedule, job.profile, job.plan,
                            speculation=job.speculation, recorded=job.recorded, warmup=warm)
 
 
-def capacity_job(job: SystemMethod, cfg: Any, slo_s: float, solo: Alone) -> tuple[list, dict]:
+def capacity_job(job: SystemMethod, plan: LoadPlan, slo_s: float, solo: Alone) -> tuple[list, dict]:
     """The capacity search of one job: its load points (purpose ``search``, each with its requests) and the capacity
     row. The search starts at the busiest device's batch-1 rate (batching lets it serve more: the search doubles
     from there)."""
-    q = float(cfg.load.slo.percentile)
+    q = plan.load.slo.percentile
     base = percentile(solo.latencies, q)
-    seed = int(cfg.load.seed)
+    seed = plan.load.seed
     start = 1e3 / solo.busiest_ms if solo.busiest_ms > 0 else 1.0
 
     def measure(rate: float):   # a rate the system does not keep up with misses the SLO whatever its percentile says
-        run = run_point(job, cfg, Arrivals("poisson", rate=rate, seed=seed, key="load.arrivals"), solo)
+        run = run_point(job, plan, Arrivals("poisson", rate=rate, seed=seed, key="load.arrivals"), solo)
         p = percentile([r.latency / 1e3 for r in run.requests[run.counted_from:]], q)
         return (p if run.point["keeps_up"] else math.inf), run
 
-    found = search(measure, slo_s, start, int(cfg.load.search_steps)) if base <= slo_s else None
-    entries = [_entry(job, cfg, run, "search", rate) for rate, _, run in (found.tried if found else [])]
+    found = search(measure, slo_s, start, plan.load.search_steps) if base <= slo_s else None
+    entries = [_entry(job, plan, run, "search", rate) for rate, _, run in (found.tried if found else [])]
     best = found.best if found else None
     devs = ("draft", "prm", "target")
     util = {d: (best.point[f"util_{d}"] if best else 0.0) for d in devs}
     wait = {d: (best.point[f"queue_{d}_ms"] if best else 0.0) for d in devs}
     # the bottleneck: where requests queue longest (a batching device is busy whenever it holds anything)
-    row = dict(run=cfg.name, **job.keys, percentile=q, slo_s=slo_s, unloaded_s=base, unloaded_same=solo.same,
+    row = dict(run=plan.run, **job.keys, percentile=q, slo_s=slo_s, unloaded_s=base, unloaded_same=solo.same,
                capacity_rps=found.capacity if found else 0.0,
                goodput_tok_s=best.point["goodput_tok_s"] if best else 0.0,
                bottleneck=max(devs, key=lambda d: (wait[d], util[d])) if best else
@@ -287,16 +307,16 @@ def capacity_job(job: SystemMethod, cfg: Any, slo_s: float, solo: Alone) -> tupl
     return entries, row
 
 
-def curve_job(job: SystemMethod, cfg: Any, rates: list[float], solo: Alone) -> list:
+def curve_job(job: SystemMethod, plan: LoadPlan, rates: list[float], solo: Alone) -> list:
     """Load points at ``rates`` (purpose ``curve``), each with its requests."""
-    seed = int(cfg.load.seed)
-    return [_entry(job, cfg, run_point(job, cfg, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), solo),
+    seed = plan.load.seed
+    return [_entry(job, plan, run_point(job, plan, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), solo),
                    "curve", r) for r in rates]
 
 
-def _entry(job: SystemMethod, cfg: Any, run: LoadRun, purpose: str, rate: float | None) -> tuple[dict, list]:
+def _entry(job: SystemMethod, plan: LoadPlan, run: LoadRun, purpose: str, rate: float | None) -> tuple[dict, list]:
     """(point row, its request rows) as plain values (a worker process sends them back); points numbered later."""
-    keys = dict(run=cfg.name, **job.keys)
+    keys = dict(run=plan.run, **job.keys)
     point = dict(**keys, point=0, purpose=purpose, arrivals="poisson", rate_rps=rate, clients=None, **run.point)
     return point, request_rows(run.requests, run.counted_from, keys, 0)
 
@@ -338,21 +358,19 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | No
     """Capacity and latency curves for every load.systems x load.methods (module docstring), in ``workers``
     processes (default ``load.workers``)."""
     t0 = time.perf_counter()
-    if int(cfg.load.max_requests) < int(cfg.load.requests):
-        raise UserError(f"load.max_requests: {cfg.load.max_requests}, expected at least load.requests "
-                        f"({cfg.load.requests})")
-    workers = int(workers or cfg.load.workers)
+    plan = load_plan(cfg)
+    workers = workers or plan.load.workers
     jobs = make_jobs(cfg, paths, overrides)
     solo = _in_workers(alone, jobs, workers)
-    slo = slo_limits(cfg, {f"{j.system.name}/{j.method}": a.latencies for j, a in zip(jobs, solo)})
-    found = _in_workers(lambda k: capacity_job(jobs[k], cfg, slo[f"{jobs[k].system.name}/{jobs[k].method}"],
+    slo = slo_limits(plan, {f"{j.system.name}/{j.method}": a.latencies for j, a in zip(jobs, solo)})
+    found = _in_workers(lambda k: capacity_job(jobs[k], plan, slo[f"{jobs[k].system.name}/{jobs[k].method}"],
                                                solo[k]), list(range(len(jobs))), workers)
     top: dict[str, float] = {}
     for job, (_, row) in zip(jobs, found):
         top[job.system.name] = max(top.get(job.system.name, 0.0), row["capacity_rps"])
     # the curve: fractions of each method's own capacity (of the system's best where it has none)
     scale = [row["capacity_rps"] or top[job.system.name] for job, (_, row) in zip(jobs, found)]
-    curves = _in_workers(lambda k: curve_job(jobs[k], cfg, [f * scale[k] for f in cfg.load.curve if scale[k] > 0],
+    curves = _in_workers(lambda k: curve_job(jobs[k], plan, [f * scale[k] for f in plan.load.curve if scale[k] > 0],
                                              solo[k]), list(range(len(jobs))), workers)
     points, requests = _tables([e for f, c in zip(found, curves) for e in f[0] + c])
     capacity = pa.Table.from_pylist([f[1] for f in found], schema=LOAD_CAPACITY_SCHEMA)
@@ -380,16 +398,16 @@ def print_capacity(capacity: pa.Table) -> None:
 
 def point_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[dict]:
     """One point of ``load.arrivals`` per system x method, printed (nothing written)."""
-    a = cfg.load.arrivals
-    arrivals = Arrivals(str(a.kind), float(a.rate), int(a.clients), float(a.think_s), str(a.path), int(a.seed),
-                        key="load.arrivals")
+    plan = load_plan(cfg)
+    a = plan.load.arrivals
+    arrivals = Arrivals(a.kind, a.rate, a.clients, a.think_s, a.path, a.seed, key="load.arrivals")
     if arrivals.kind == "timestamps":
         from heterospec.arrivals import read_timestamps
         read_timestamps(arrivals.path)   # a bad file is one line before anything runs
     jobs = make_jobs(cfg, paths, overrides)
     rows = []
     for job in jobs:
-        run = run_point(job, cfg, arrivals)
+        run = run_point(job, plan, arrivals)
         rows.append(dict(**job.keys, **{k: v for k, v in run.point.items() if k != "devices"}))
     from heterospec.text_table import format_table
     print(format_table(["system", "method", "schedule", "requests", "throughput_rps", "p50_s", "p90_s", "p99_s",
