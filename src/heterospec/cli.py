@@ -10,7 +10,7 @@
     heterospec check [RUN]                        every model, export and kernel file against its manifest's sha256
     heterospec tables [RUN]                       the README's tables of a run (default: default), from the views
     heterospec results-doc [RUN] [--check]        docs/results/<run>.md and the README's results blocks, from a run
-    heterospec replay import|run|validate         trace replay (python -m heterospec.replay --help)
+    heterospec replay import|run|validate|load|...  trace replay (python -m heterospec.replay --help)
     heterospec dfvg collect|replay|bench          DFVG speculative decoding (python -m heterospec.dfvg --help)
     heterospec gpu bundle|check                   the GPU path on an offline node (docs/gpu_check.md)
 """
@@ -251,7 +251,7 @@ def main(argv: list[str]) -> None:
     kc.add_argument("--db", type=Path, default=DUCKDB_FILE)
     kc.set_defaults(func=_collect_compare)
 
-    r = sub.add_parser("replay", help="trace replay: import | run | validate (python -m heterospec.replay)",
+    r = sub.add_parser("replay", help="trace replay: import | run | validate | load | load-point | ours | tau-sweep (python -m heterospec.replay)",
                        add_help=False)
     r.add_argument("args", nargs=argparse.REMAINDER)
     r.set_defaults(func=lambda a: _replay_main(a.args))
