@@ -13,7 +13,7 @@ varies is the machine (other tenants of the host, its clock), not heterospec. Tw
 Per core and kind it prints the median time of one unit, the ratio of its 90th to its 10th percentile and,
 summed into windows of ``--window-ms`` (about one problem of the default run's collects: 90-200 ms), the spread
 of the same work measured twice: the mean over pairs of windows of |a - b| / ((a + b) / 2). That is the
-definition of ``noise_floor_pct`` in ``replay_validation_summary`` (docs/replay.md), applied to work that never
+definition of ``noise_floor_pct`` in ``replay_validation_summary`` (docs/validation.md), applied to work that never
 changes: a collect's floor on this machine at that time comes out near it (docs/validation.md), and a replay
 that prices every problem exactly still scores about 0.7 times the floor against one run. The lag-1 autocorrelation says whether consecutive
 units ran at the same speed. Nothing else should run meanwhile (the load average is printed before and after).

@@ -3,7 +3,7 @@
 
     python benchmarks/validation_noise.py results/default      # a finished run (any collect.repeats)
 
-Prints two tables (docs/replay.md, "Why the MAE differs between machines"):
+Prints two tables (docs/validation.md, "Measuring on a machine that is not quiet"):
 
 * per collect job (trace set, executor): the median wall time of the calls every job makes in the same shape
   (the draft's and the target's decodes per token, the PRM's score) and the mean problem latency.

@@ -104,21 +104,36 @@ def test_front_door_problems_are_found():
 
 
 ISSUE_35_CHECK = re.compile(r"20[0-9]{2}-[01][0-9]-[0-3][0-9]|\b[0-9a-f]{7}\b commit|at [0-9a-f]{7}")
+# What makes a reference page an investigation log (issue 48): one run named by its number ("run 4", "run 12's",
+# "Runs 10 to 12"), a time of day ("03:35 UTC"), words that compare with the past ("the previous model gave",
+# "previously", "now 0.93 %", "no longer", "formerly"). A run's findings go to docs/results/ or CHANGELOG.md.
+PAST_CHECK = re.compile(r"\bruns? [0-9]+\b|\b[0-2]?[0-9]:[0-5][0-9](:[0-5][0-9])? ?UTC\b"
+                        r"|\bprevious(ly)?\b|\bformerly\b|\bno longer\b|\bnow\b", re.I)
 
 
 def dated_lines(root: Path) -> list[str]:
-    """Lines of README.md and docs/ (docs/results/ excepted: generated, with its commit and date) that cite a date or
-    a commit, as issue 35's grep finds them."""
+    """Lines of README.md and docs/ (docs/results/ excepted: generated or a run's findings, with its commit and date)
+    that cite a date or a commit, as issue 35's grep finds them, or a run's number, a time of day or the past, as
+    issue 48's does."""
     pages = [root / "README.md"] + sorted(p for p in (root / "docs").rglob("*.md")
                                           if "results" not in p.relative_to(root / "docs").parts[:-1])
     return [f"{p.relative_to(root)}:{i}: {ln.strip()}" for p in pages if p.exists()
-            for i, ln in enumerate(p.read_text().splitlines(), 1) if ISSUE_35_CHECK.search(ln)]
+            for i, ln in enumerate(p.read_text().splitlines(), 1)
+            if ISSUE_35_CHECK.search(ln) or PAST_CHECK.search(ln)]
 
 
 def test_docs_cite_no_dates_or_commits(tmp_path):
     assert dated_lines(ROOT) == []
     (tmp_path / "docs" / "results").mkdir(parents=True)
-    (tmp_path / "README.md").write_text("fine\n")
-    (tmp_path / "docs" / "a.md").write_text("ok\nmeasured at 6ed02ea\n")
-    (tmp_path / "docs" / "results" / "r.md").write_text("commit 6ed02ea, 2026-12-02\n")
-    assert dated_lines(tmp_path) == ["docs/a.md:2: measured at 6ed02ea"]
+    (tmp_path / "README.md").write_text("fine\nthe previous model gave 5.208 ms\n")
+    (tmp_path / "docs" / "a.md").write_text(
+        "ok\nmeasured at 6ed02ea\non the 03:35 UTC run\nrun 12's traces\nRun 3 read\nruns 10 to 12\n"
+        "previously 1.55 %\nnow 0.93 %\nit no longer halves the speed\nthe serving stage 6; a run's 6 problems; run it; rerun 2 times\n"
+        "at 07:01 the end\n")
+    (tmp_path / "docs" / "results" / "r.md").write_text("commit 6ed02ea, 2026-12-02, run 4 at 03:35 UTC, "
+                                                        "previously\n")
+    assert dated_lines(tmp_path) == ["README.md:2: the previous model gave 5.208 ms",
+                                     "docs/a.md:2: measured at 6ed02ea", "docs/a.md:3: on the 03:35 UTC run",
+                                     "docs/a.md:4: run 12's traces", "docs/a.md:5: Run 3 read",
+                                     "docs/a.md:6: runs 10 to 12", "docs/a.md:7: previously 1.55 %",
+                                     "docs/a.md:8: now 0.93 %", "docs/a.md:9: it no longer halves the speed"]
