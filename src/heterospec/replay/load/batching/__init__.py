@@ -27,11 +27,14 @@ _loaded = False
 
 @dataclass(frozen=True)
 class Bounds:
-    """A device's limits under load: independent ``lanes``, operations per pass or batch (``max_batch``), and the
-    context tokens its KV cache holds at once (``kv_tokens``; inf: not bounded)."""
+    """A device's limits under load: independent ``lanes``, operations per pass or batch (``max_batch``), the
+    context tokens its KV cache holds at once (``kv_tokens``; inf: not bounded), and its ``pace``: a batch-1 pass
+    on one lane over the profile's batch-1 price (1: the profile prices the device as it runs; an FPGA lane with
+    its share of the board's memory channels: the board's bandwidth over the lane's)."""
     lanes: int = 1
     max_batch: int = 1
     kv_tokens: float = math.inf
+    pace: float = 1.0
 
 
 def policy(name: str):
