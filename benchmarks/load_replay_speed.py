@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="Hydra overrides (load.requests=..., load.search_steps=...)")
     a = ap.parse_args()
     from heterospec.arrivals import Arrivals
-    from heterospec.replay.load.stage import alone, make_jobs, run_point, run_stage
+    from heterospec.replay.load.stage import alone, load_plan, make_jobs, run_point, run_stage
     cfg, paths, over, source = setup(a.run, a.overrides)
     print(f"traces: {source}; {cfg.load.requests} counted requests per point, search steps {cfg.load.search_steps}, "
           f"curve {list(cfg.load.curve)}, profile {cfg.load.profile}")
@@ -66,7 +66,7 @@ def main() -> None:
     ops = reqs = 0
     for job in jobs:       # one point per job at half its busiest device's batch-1 rate: the simulator's own speed
         rate = 0.5e3 / alone(job).busiest_ms
-        run = run_point(job, cfg, Arrivals("poisson", rate=rate, seed=0))
+        run = run_point(job, load_plan(cfg), Arrivals("poisson", rate=rate, seed=0))
         ops += sum(len(r.jobs) for r in run.requests)
         reqs += len(run.requests)
     dt = time.perf_counter() - t0
@@ -79,7 +79,7 @@ def main() -> None:
     if paths.root.name.startswith("load_speed_"):   # the scratch run of the artifact's traces
         shutil.rmtree(paths.root, ignore_errors=True)
     print(f"capacity search, {cap.num_rows} systems x methods: {wall:.1f} s wall, {cpu:.1f} s CPU "
-          f"({a.workers} workers; bar: 60 s on 2 cores)")
+          f"({a.workers} workers)")
 
 
 if __name__ == "__main__":

@@ -293,14 +293,3 @@ def test_measured_prices_batch_on_the_cpu_trio():
     assert run.point["throughput_rps"] > 1.2e3 / busiest
     with pytest.raises(UserError, match="not in the steps"):
         replay_requests([(0.0, "nope")], system, "sequential", profile, plan, problems=probs)
-
-
-def test_capacity_search_brackets_the_rate_where_the_slo_breaks():
-    """A percentile equal to the rate, an SLO of 10: from below (doubling) or above (halving) the search ends within
-    its bisection's precision under 10; a percentile never within the SLO gives no capacity."""
-    from heterospec.replay.load.capacity import search
-    for start in (1.0, 100.0):
-        found = search(lambda r: (r, None), 10.0, start, 8)
-        assert 10.0 / 1.01 <= found.capacity <= 10.0
-        assert all((q <= 10.0) == (rate <= found.capacity) for rate, q, _ in found.tried)
-    assert search(lambda r: (math.inf, None), 10.0, 1.0, 4).capacity == 0.0

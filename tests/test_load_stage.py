@@ -16,7 +16,7 @@ from heterospec.replay.grid.stage import import_stage
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CONFIG1 = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1"
-SMALL = ["load.requests=30", "load.search_steps=2", "load.curve=[0.5]", "load.systems=[gpu3,hetero_u280]",
+SMALL = ["load.requests=30", "load.max_requests=60", "load.seeds=2", "load.search_steps=2", "load.curve=[0.5]", "load.systems=[gpu3,hetero_u280]",
          "load.methods=[target,rsd,brsd]", "replay.datasets=[gsm8k]"]
 
 
@@ -42,10 +42,15 @@ def test_stage_writes_capacity_points_requests_and_draws(run, monkeypatch, tmp_p
     points = pq.read_table(paths.load_points).to_pylist()
     requests = pq.read_table(paths.load_requests)
     assert len({p["point"] for p in points}) == len(points)
-    for c in cap.to_pylist():   # every capacity met the SLO and kept up; the search's higher rates did not
+    for c in cap.to_pylist():   # below every hard limit, the least of its seeds, counted at the full size
+        assert c["capacity_rps"] < c["limit_rps"] and c["seeds"] == 2
+        assert c["capacity_lo_rps"] <= c["capacity_rps"] <= c["capacity_hi_rps"]
         mine = [p for p in points if p["system"] == c["system"] and p["method"] == c["method"]]
-        ok = [p["rate_rps"] for p in mine if p["purpose"] == "search" and p["keeps_up"] and p["p99_s"] <= c["slo_s"]]
-        assert c["capacity_rps"] == (max(ok) if ok else 0.0)
+        assert {p["seed"] for p in mine if p["purpose"] == "search"} == {0, 1}
+        if c["capacity_rps"] > 0:
+            assert c["counted"] == 60 and c["p99_s"] <= c["slo_s"]
+            at = [p for p in mine if p["purpose"] == "search" and p["offered_rps"] == c["capacity_rps"]]
+            assert at and at[0]["keeps_up"] and at[0]["counted"] == 60   # the realised rate of a point that met
     assert requests.num_rows == sum(p["requests"] for p in points)
     from heterospec.report.__main__ import draw
     from heterospec.store.catalog import build

@@ -451,10 +451,11 @@ class LoadConfig:
     profile: str = "paper_v12"       # the latency profile that prices the load replay
     systems: list[str] = field(default_factory=lambda: ["gpu3", "hetero_u280", "hetero_v80"])
     methods: list[str] = field(default_factory=lambda: ["target", "target_sd", "rsd", "brsd", "brsd_sd"])
-    requests: int = number(100, ge=2)  # requests counted per load point at least (after the warm-up ones) ...
-    max_requests: int = number(1000, ge=2)  # ... and at most; between: 20x what the system holds at once
+    requests: int = number(200, ge=20)  # requests a load point counts first (after the warm-up ones) ...
+    max_requests: int = number(1000, ge=20)  # ... doubling to this many before a rate may meet the SLO
     warmup: float = number(0.1, ge=0, le=0.9)  # share of a point's first requests left out of its aggregates
     seed: int = number(0, ge=0)      # arrival gaps and the problems' order (common to every point)
+    seeds: int = number(3, ge=1)     # arrival seeds the capacity search runs under (seed, seed + 1, ...)
     arrivals: LoadArrivalsConfig = field(default_factory=LoadArrivalsConfig)   # `load run`: one point
     batching: dict[str, str] = field(default_factory=dict)      # draft, prm, target, link -> a batching policy
     max_batch: dict[str, int] = number(factory=dict, ge=0)   # draft (on a GPU), prm, target; 0: what KV holds

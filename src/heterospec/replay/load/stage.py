@@ -37,7 +37,8 @@ from heterospec.replay.load import LoadRun, replay_arrivals, replay_requests, se
 from heterospec.replay.load.capacity import search
 from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
 from heterospec.replay.load.load_metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
-                                            percentile, request_rows)
+                                                 percentile, percentile_interval, request_rows)
+from heterospec.replay.simulator.engines import RESOURCES
 from heterospec.replay.simulator.problem import TracedProblem
 from heterospec.replay.simulator.system import Ctx, SystemParams
 from heterospec.store.parquet import write_parquet
@@ -202,27 +203,48 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[SystemMet
 # ----------------------------------------------------------------------------- runs
 @dataclass
 class Alone:
-    """A job's problems each alone on an idle system (the single-request replay): latencies (s), the busiest
-    device's mean busy time per request (ms), and the share of problems the load replay gives the same latency
-    (1e-9 relative) at batch 1 with the requests far apart."""
+    """A job's problems each alone on an idle system (the single-request replay): latencies (s), each device's
+    mean busy time per request at batch 1 (ms; the link's too), and the share of problems the load replay gives the
+    same latency (1e-9 relative) at batch 1 with the requests far apart."""
     latencies: list
-    busiest_ms: float
+    busy_ms: dict
     same: float
+
+    @property
+    def busiest_ms(self) -> float:
+        """The busiest device's mean busy time per request."""
+        return max(self.busy_ms.values(), default=0.0)
 
 
 def alone(job: SystemMethod) -> Alone:
     ctx = job.ctx()
-    lat, busy = [], dict.fromkeys(("draft", "prm", "target"), 0.0)
+    lat, busy = [], dict.fromkeys(RESOURCES, 0.0)
     for p in job.problems:
         m, _ = simulate_problem(p, job.schedule, ctx)
         lat.append(m["latency_ms"] / 1e3)
         for d in busy:
-            busy[d] += m[f"busy_{d}_ms"]
+            busy[d] += m.get(f"busy_{d}_ms", 0.0)
     gap = max(lat, default=0.0) + 1.0
     far = replay_requests([(i * gap, p) for i, p in enumerate(job.problems)], job.system, job.schedule,
                           job.profile, serial_plan(), speculation=job.speculation, recorded=job.recorded)
     same = sum(abs(r.latency / 1e3 - x) <= 1e-9 * x for r, x in zip(far.requests, lat)) / max(len(lat), 1)
-    return Alone(lat, max(busy.values()) / max(len(job.problems), 1), same)
+    n = max(len(job.problems), 1)
+    return Alone(lat, {d: v / n for d, v in busy.items()}, same)
+
+
+def hard_limits(job: SystemMethod, solo: Alone) -> dict[str, float]:
+    """Per device that works for the job, the most requests per second it can serve whatever the load: its lanes
+    over its busy time per request at its best batch, ``max_b b / (pace x curve(b))`` sequences per batch-1 time,
+    the curve read at context 0 (a longer context batches no better, so this bounds every mix from above)."""
+    out = {}
+    for d, busy in solo.busy_ms.items():
+        if busy <= 0:
+            continue
+        b = job.plan.bounds[d]
+        curve = job.plan.curves[d]
+        per_pass = max(k / curve(k, 0.0) for k in range(1, max(b.max_batch, 1) + 1))
+        out[d] = b.lanes * per_pass / (b.pace * busy) * 1e3
+    return out
 
 
 def slo_limits(plan: LoadPlan, alone: dict) -> dict:
@@ -244,25 +266,22 @@ def slo_limits(plan: LoadPlan, alone: dict) -> dict:
     return {k: slo.multiple * base[k if ref == "own" else ref] for k in alone}
 
 
-HOLD = 20  # counted requests: at least this many times what the system holds at once (Little's law, unloaded)
+EARLY_MISS = 1.5   # a load point short of its full size misses only when its percentile's interval lies this far out
 
 
-def point_size(plan: LoadPlan, rate: float | None, solo: Alone | None) -> tuple[int, int]:
-    """(warm-up, counted) requests of a load point. Counted: ``load.requests``, or ``HOLD`` x the requests the system
-    holds at once at this rate (rate x mean unloaded latency; a percentile of a run not much longer than a request
-    measures its start, not its steady state), at most ``load.max_requests``. Warm-up: the ``load.warmup`` share, or
-    as many as arrive during the unloaded P99 latency (the system fills before it is measured), at most twice the
-    counted ones (far past capacity the throughput shows it anyway)."""
-    n = plan.load.requests
-    if rate and solo is not None and solo.latencies:
-        mean = sum(solo.latencies) / len(solo.latencies)
-        n = min(plan.load.max_requests, max(n, math.ceil(HOLD * rate * mean)))
+def point_size(plan: LoadPlan, rate: float | None, solo: Alone | None, counted: int | None = None) -> tuple[int, int]:
+    """(warm-up, counted) requests of a load point: ``counted`` (default ``load.requests``) after the warm-up ones:
+    the ``load.warmup`` share, or as many as arrive during the unloaded P99 latency (the system fills before it is
+    measured), at most twice the counted ones (far past capacity the percentile shows it anyway). The size does not
+    grow with the rate, so every rate of a search is judged on as many requests."""
+    n = counted or plan.load.requests
     share = math.ceil(plan.load.warmup * n / (1 - plan.load.warmup))
     fill = math.ceil(rate * percentile(solo.latencies, 99)) if rate and solo is not None and solo.latencies else 0
     return min(2 * n, max(share, fill)), n
 
 
-def run_point(job: SystemMethod, plan: LoadPlan, arrivals: Arrivals, solo: Alone | None = None) -> LoadRun:
+def run_point(job: SystemMethod, plan: LoadPlan, arrivals: Arrivals, solo: Alone | None = None,
+              counted: int | None = None) -> LoadRun:
     """A load point of ``arrivals`` sized by :func:`point_size`; a timestamps file: every time in it, the first
     ``load.warmup`` share not counted."""
     if arrivals.kind == "timestamps":
@@ -270,54 +289,93 @@ def run_point(job: SystemMethod, plan: LoadPlan, arrivals: Arrivals, solo: Alone
         total = len(read_timestamps(arrivals.path))
         warm = int(plan.load.warmup * total)
     else:
-        warm, n = point_size(plan, arrivals.rate if arrivals.kind == "poisson" else None, solo)
+        warm, n = point_size(plan, arrivals.rate if arrivals.kind == "poisson" else None, solo, counted)
         total = warm + n
     return replay_arrivals(arrivals, job.problems, total, job.system, job.schedule, job.profile, job.plan,
                            speculation=job.speculation, recorded=job.recorded, warmup=warm)
 
 
+def steady_point(job: SystemMethod, plan: LoadPlan, rate: float, seed: int, slo_s: float, solo: Alone,
+                 limit: float = math.inf) -> tuple[bool, float, LoadRun]:
+    """Whether ``rate`` meets the SLO in a steady state: (meets, the percentile, the point). The point first counts
+    ``load.requests`` requests and doubles up to ``load.max_requests``: it misses as soon as its percentile's 95 %
+    interval lies above ``EARLY_MISS`` x the SLO (a clear miss: the interval assumes independent latencies, and a
+    queue's come in bursts, so a short sample near the SLO decides nothing); it meets only at ``load.max_requests``
+    counted requests, with its percentile within the SLO, the system keeping up (:mod:`.load_metrics`: throughput
+    equal to the arrival rate within the count's interval, no queue growth), so a slight overload has the whole window
+    to show, and its realised arrival rate below the hard ``limit`` (a sample that arrived faster than any device
+    can serve is a queue filling, not a steady state)."""
+    q = plan.load.slo.percentile
+    n, top = plan.load.requests, plan.load.max_requests
+    while True:
+        run = run_point(job, plan, Arrivals("poisson", rate=rate, seed=seed, key="load.arrivals"), solo, n)
+        lat = [r.latency / 1e3 for r in run.requests[run.counted_from:]]
+        p = percentile(lat, q)
+        lo, _ = percentile_interval(lat, q)
+        if lo > EARLY_MISS * slo_s:
+            return False, p, run
+        if n >= top:
+            return p <= slo_s and run.point["keeps_up"] and run.point["offered_rps"] < limit, p, run
+        n = min(2 * n, top)
+
+
 def capacity_job(job: SystemMethod, plan: LoadPlan, slo_s: float, solo: Alone) -> tuple[list, dict]:
-    """The capacity search of one job: its load points (purpose ``search``, each with its requests) and the capacity
-    row. The search starts at the busiest device's batch-1 rate (batching lets it serve more: the search doubles
-    from there)."""
+    """The capacity search of one job under each of ``load.seeds`` arrival seeds: its load points (purpose
+    ``search``, each with its requests) and the capacity row (the least seed's: the rate every seed sustained, with
+    the most beside it). Each search starts at the busiest device's batch-1 rate (batching lets it serve more: the search
+    doubles from there) and stays below the job's hard limit (:func:`hard_limits`)."""
     q = plan.load.slo.percentile
     base = percentile(solo.latencies, q)
-    seed = plan.load.seed
     start = 1e3 / solo.busiest_ms if solo.busiest_ms > 0 else 1.0
-
-    def measure(rate: float):   # a rate the system does not keep up with misses the SLO whatever its percentile says
-        run = run_point(job, plan, Arrivals("poisson", rate=rate, seed=seed, key="load.arrivals"), solo)
-        p = percentile([r.latency / 1e3 for r in run.requests[run.counted_from:]], q)
-        return (p if run.point["keeps_up"] else math.inf), run
-
-    found = search(measure, slo_s, start, plan.load.search_steps) if base <= slo_s else None
-    entries = [_entry(job, plan, run, "search", rate) for rate, _, run in (found.tried if found else [])]
-    best = found.best if found else None
+    limits = hard_limits(job, solo)
+    limit_device = min(limits, key=limits.get) if limits else "none"
+    limit = limits.get(limit_device, math.inf)
+    seeds = [plan.load.seed + k for k in range(plan.load.seeds)]
+    found = {}
+    if base <= slo_s:
+        for seed in seeds:
+            found[seed] = search(lambda rate, s=seed: steady_point(job, plan, rate, s, slo_s, solo, limit), start,
+                                 plan.load.search_steps, limit)
+    entries = [_entry(job, plan, run, "search", rate, seed) for seed, f in found.items() for rate, _, _, run in f.tried]
+    realised = {seed: (f.best.point["offered_rps"] if f.best else 0.0) for seed, f in found.items()}
+    ranked = sorted(realised, key=lambda k: (realised[k], k))
+    mid = ranked[0] if ranked else None   # the rate every seed sustained
+    best = found[mid].best if mid is not None else None
     devs = ("draft", "prm", "target")
     util = {d: (best.point[f"util_{d}"] if best else 0.0) for d in devs}
     wait = {d: (best.point[f"queue_{d}_ms"] if best else 0.0) for d in devs}
+    caps = list(realised.values()) or [0.0]
     # the bottleneck: where requests queue longest (a batching device is busy whenever it holds anything)
     row = dict(run=plan.run, **job.keys, percentile=q, slo_s=slo_s, unloaded_s=base, unloaded_same=solo.same,
-               capacity_rps=found.capacity if found else 0.0,
+               capacity_rps=realised[mid] if mid is not None else 0.0, capacity_lo_rps=min(caps),
+               capacity_hi_rps=max(caps), seeds=len(seeds), limit_rps=limit, limit_device=limit_device,
+               p99_s=best.point["p99_s"] if best else None, p99_lo_s=best.point["p99_lo_s"] if best else None,
+               p99_hi_s=best.point["p99_hi_s"] if best else None, counted=best.point["counted"] if best else 0,
                goodput_tok_s=best.point["goodput_tok_s"] if best else 0.0,
                bottleneck=max(devs, key=lambda d: (wait[d], util[d])) if best else
-               "none: unloaded latency above the SLO",
+               "none: unloaded latency above the SLO" if base > slo_s else "none: no rate met the SLO",
                **{f"util_{d}": v for d, v in util.items()}, **{f"queue_{d}_ms": v for d, v in wait.items()},
                evaluations=len(entries), devices=job.plan.describe())
+    if row["capacity_rps"] > limit:
+        raise RuntimeError(f"{job.system.name}/{job.method}: capacity {row['capacity_rps']:.4g} req/s above its hard "
+                           f"limit {limit:.4g} ({limit_device})")
     return entries, row
 
 
 def curve_job(job: SystemMethod, plan: LoadPlan, rates: list[float], solo: Alone) -> list:
-    """Load points at ``rates`` (purpose ``curve``), each with its requests."""
+    """Load points at ``rates`` (purpose ``curve``, the first arrival seed, ``load.max_requests`` counted), each with
+    its requests."""
     seed = plan.load.seed
-    return [_entry(job, plan, run_point(job, plan, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), solo),
-                   "curve", r) for r in rates]
+    return [_entry(job, plan, run_point(job, plan, Arrivals("poisson", rate=r, seed=seed, key="load.arrivals"), solo,
+                                        plan.load.max_requests), "curve", r, seed) for r in rates]
 
 
-def _entry(job: SystemMethod, plan: LoadPlan, run: LoadRun, purpose: str, rate: float | None) -> tuple[dict, list]:
+def _entry(job: SystemMethod, plan: LoadPlan, run: LoadRun, purpose: str, rate: float | None, seed: int = 0) \
+        -> tuple[dict, list]:
     """(point row, its request rows) as plain values (a worker process sends them back); points numbered later."""
     keys = dict(run=plan.run, **job.keys)
-    point = dict(**keys, point=0, purpose=purpose, arrivals="poisson", rate_rps=rate, clients=None, **run.point)
+    point = dict(**keys, point=0, purpose=purpose, arrivals="poisson", rate_rps=rate, clients=None, seed=seed,
+                 **run.point)
     return point, request_rows(run.requests, run.counted_from, keys, 0)
 
 
@@ -389,11 +447,13 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | No
 def print_capacity(capacity: pa.Table) -> None:
     from heterospec.text_table import format_table
     rows = [(r["trace_set"], r["system"], r["method"], r["schedule"], r["unloaded_s"], r["slo_s"], r["capacity_rps"],
-             r["goodput_tok_s"], r["bottleneck"], r["util_draft"], r["util_prm"], r["util_target"])
+             f"{r['capacity_lo_rps']:.3g}-{r['capacity_hi_rps']:.3g}", r["limit_rps"], r["p99_s"], r["counted"],
+             r["bottleneck"], r["util_draft"], r["util_prm"], r["util_target"])
             for r in capacity.to_pylist()]
-    print(format_table(["traces", "system", "method", "schedule", f"unloaded_p{capacity['percentile'][0]}_s"
-                        if capacity.num_rows else "unloaded_s", "slo_s", "capacity_rps", "goodput_tok_s",
-                        "bottleneck", "util_draft", "util_prm", "util_target"], rows))
+    q = f"p{capacity['percentile'][0].as_py():g}" if capacity.num_rows else "p"
+    print(format_table(["traces", "system", "method", "schedule", f"unloaded_{q}_s", "slo_s", "capacity_rps",
+                        "over_seeds", "limit_rps", f"{q}_at_capacity_s", "counted", "bottleneck", "util_draft",
+                        "util_prm", "util_target"], rows))
 
 
 def point_stage(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[dict]:
