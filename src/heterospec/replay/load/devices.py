@@ -153,7 +153,7 @@ def _gpu_curve(role: str, hw: Device, inputs: PricingInputs, settings: LoadSetti
     if pub is not None and 0.5 <= shape.params / 1e9 / pub.params_b <= 2.0:
         kv_ms = shape.kv_bytes_per_token(prec) / (hw.memory.bandwidth_gbs * 1e6)
         return published_curve(list(pub.tokens), list(pub.ms), pub.bandwidth_gbs / hw.memory.bandwidth_gbs, kv_ms, n,
-                               pub.source)
+                               pub.source, compute_ms_per_token=rf.flop_ms)
     source = "roofline" if inputs.kind != "paper" else "roofline curve scaled to the paper's batch-1 price"
     return roofline_curve(rf, n, source)
 
