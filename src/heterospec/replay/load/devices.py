@@ -105,12 +105,7 @@ def plan_devices(system: System, settings: LoadSettings, inputs: PricingInputs) 
             name = "lanes" if (role == "draft" and hw.kind == "fpga") else "continuous"
         policies[role] = get_policy(name, f"load.batching.{role}")
         if name == "lanes":
-            lanes = _lanes(hw, settings, inputs)
-            bounds[role] = Bounds(lanes=lanes, max_batch=settings.fpga_batch)
-            curves[role] = (_fpga_curve(hw, inputs) if hw.kind == "fpga" else _gpu_curve(role, hw, inputs, settings)) \
-                if settings.fpga_batch > 1 else BatchCurve(lambda b, c: 1.0, "")
-            notes[role] = f"lanes x{lanes}, {settings.fpga_batch} per pass" + \
-                (f" ({curves[role].source})" if settings.fpga_batch > 1 else "")
+            bounds[role], curves[role], notes[role] = _lanes_plan(role, hw, settings, inputs)
             continue
         curve = _gpu_curve(role, hw, inputs, settings)
         kv = _kv_tokens(role, hw, inputs, settings)
@@ -158,7 +153,7 @@ def _gpu_curve(role: str, hw: Device, inputs: PricingInputs, settings: LoadSetti
     if pub is not None and 0.5 <= shape.params / 1e9 / pub.params_b <= 2.0:
         kv_ms = shape.kv_bytes_per_token(prec) / (hw.memory.bandwidth_gbs * 1e6)
         return published_curve(list(pub.tokens), list(pub.ms), pub.bandwidth_gbs / hw.memory.bandwidth_gbs, kv_ms, n,
-                               pub.source)
+                               pub.source, compute_ms_per_token=rf.flop_ms)
     source = "roofline" if inputs.kind != "paper" else "roofline curve scaled to the paper's batch-1 price"
     return roofline_curve(rf, n, source)
 
@@ -213,20 +208,103 @@ def _hls_point(hw: Device, inputs: PricingInputs):
     return arch, int(eng.rows), int(eng.cols), Design.of(dict(h.pipeline))
 
 
+def board_resources(hw: Device) -> None:
+    """Refuse, in one line naming the file and key, a board whose config lacks a resource the lane count needs
+    (every one of :data:`heterospec.hls.resources.FPGA_RESOURCES`)."""
+    from heterospec.hls.resources import FPGA_RESOURCES
+    missing = [r for r in FPGA_RESOURCES if hw.fabric.total(r) is None]
+    if missing:
+        raise UserError(f"{hw.where}: fpga.{missing[0]} missing; the lane count needs every resource of "
+                        f"{list(FPGA_RESOURCES)} (the board's datasheet totals)" +
+                        (f"; also missing: {', '.join(f'fpga.{r}' for r in missing[1:])}" if missing[1:] else ""))
+
+
 def lanes_fit(hw: Device, inputs: PricingInputs) -> int:
-    """Copies of the draft's design point the board holds: its resources (the HLS resource model) and its memory
-    channels (each lane its own, so each streams at its batch-1 bandwidth)."""
+    """Copies of the draft's design point the board holds: the fewest over every resource (the HLS resource model;
+    a board without one is refused, :func:`board_resources`) and over its memory channels (each lane its own
+    ``weight_ports + kv_ports`` channels; a design with more ports than channels is one lane sharing them)."""
     from heterospec.hls.perf import memory
     from heterospec.hls.resources import FPGA_RESOURCES, fit, usage
+    board_resources(hw)
     arch, rows, cols, design = _hls_point(hw, inputs)
     h = inputs.hls
     u = usage(arch, rows, cols, design, dict(h.resources), hw.fabric.dsp_kind, max(inputs.max_context, 1), hw)
     f = fit(u["total"], hw, dict(h.shell_margin))
-    by_resource = [f[f"{r}_available"] / u["total"][r] for r in FPGA_RESOURCES
-                   if f.get(f"{r}_available") is not None and u["total"][r] > 0]
+    by_resource = [math.floor(f[f"{r}_available"] / u["total"][r]) for r in FPGA_RESOURCES if u["total"][r] > 0]
     channels, _ = memory(hw, design.memory)
     ports = design.weight_ports + design.kv_ports
-    return int(min([channels // ports if ports <= channels else 1] + [math.floor(x) for x in by_resource]))
+    return int(min([channels // ports if ports <= channels else 1] + by_resource))
+
+
+@dataclass(frozen=True)
+class LaneShare:
+    """One lane's share of the board's memory: its channels of the board's and their bandwidth, and its ``pace``
+    (a batch-1 pass on the lane over the profile's batch-1 price, which prices the draft on the whole board)."""
+    channels: int
+    board_channels: int
+    gbs: float
+    pace: float
+
+
+def lane_share(hw: Device, inputs: PricingInputs) -> LaneShare:
+    """A lane streams from its design point's ``weight_ports + kv_ports`` channels (all of them when it has more
+    ports than channels). Its pace: under the ``hls`` profile (the HLS perf model of the same design prices the
+    draft) that model's pass on the lane's channels over its pass on the board's, at half the longest context;
+    under the others, whose draft price is memory-bound on the whole board's bandwidth, the board's bandwidth over
+    the lane's."""
+    from heterospec.hls.perf import memory
+    arch, rows, cols, design = _hls_point(hw, inputs)
+    channels, ch_gbs = memory(hw, design.memory)
+    mine = min(design.weight_ports + design.kv_ports, channels)
+    if inputs.kind == "hls":
+        from heterospec.hls.perf import token_ms
+        context = max(inputs.max_context, 1) // 2
+        lane = _with_channels(hw, design.memory, mine)
+        pace = token_ms(arch, rows, cols, lane, hw.clock_mhz, design, context)[0] / \
+            token_ms(arch, rows, cols, hw, hw.clock_mhz, design, context)[0]
+    else:
+        pace = channels / mine
+    return LaneShare(channels=mine, board_channels=channels, gbs=mine * ch_gbs, pace=pace)
+
+
+def _with_channels(hw: Device, kind: str, channels: int) -> Device:
+    """The board with only ``channels`` of its ``kind`` memory's channels (one lane's share)."""
+    from dataclasses import replace
+    from heterospec.hls.perf import memory_kind
+    k = memory_kind(hw, kind)
+    bank = replace(hw.fabric.banks[k], channels=channels)
+    return replace(hw, fabric=replace(hw.fabric, banks={**hw.fabric.banks, k: bank}))
+
+
+def _lanes_plan(role: str, hw: Device, settings: LoadSettings, inputs: PricingInputs):
+    """Bounds, curve and note of a device run as lanes: an FPGA draft's lanes with their share of the memory and
+    their pace, each pass of up to ``fpga_batch`` sequences; a GPU or CPU draft's lanes as asked, at pace 1."""
+    lanes, batch = _lanes(hw, settings, inputs), settings.fpga_batch
+    if hw.kind != "fpga":
+        curve = _gpu_curve(role, hw, inputs, settings) if batch > 1 else BatchCurve(lambda b, c: 1.0, "")
+        return Bounds(lanes=lanes, max_batch=batch), curve, f"lanes x{lanes}, {batch} per pass" + \
+            (f" ({curve.source})" if batch > 1 else "")
+    if batch > 1:
+        _same_design(batch, inputs)
+    share = lane_share(hw, inputs)
+    curve = _fpga_curve(hw, inputs) if batch > 1 else BatchCurve(lambda b, c: 1.0, "")
+    note = (f"lanes x{lanes} at {share.gbs:g} GB/s each ({share.channels} of {share.board_channels} channels, "
+            f"pace {share.pace:.2f}), {batch} per pass") + (f" ({curve.source})" if batch > 1 else "")
+    return Bounds(lanes=lanes, max_batch=batch, pace=share.pace), curve, note
+
+
+# What each profile kind prices an FPGA draft's batch-1 call with (the fpga_batch rule's line)
+DRAFT_PRICE = {"paper": "the paper profiles price the paper's kernel (its measured ms per token)",
+               "roofline": "roofline prices the board's roofline, not an HLS design",
+               "measured": "measured prices the calls fitted from our runs"}
+
+
+def _same_design(batch: int, inputs: PricingInputs) -> None:
+    """A batch-B pass is the HLS perf model's pass(B) / pass(1) of the draft's design point: only the ``hls``
+    profile prices the batch-1 call with that same design; under the others, one line."""
+    if inputs.kind != "hls":
+        raise UserError(f"load.fpga_batch: {batch} needs the draft's batch-1 price from the same HLS design "
+                        f"(load.profile=hls); {DRAFT_PRICE.get(inputs.kind, inputs.kind + ' prices another design')}")
 
 
 def _lanes(hw: Device, settings: LoadSettings, inputs: PricingInputs) -> int:

@@ -13,7 +13,10 @@ pass. A :class:`BatchCurve` gives the ratio ``pass(b sequences) / pass(1 sequenc
 * ``measured`` (:func:`measured_curve`): a fit of batched calls measured on this machine
   (:mod:`heterospec.replay.profiles.batch_prices`);
 * ``published`` (:func:`published_curve`): a published step time against the tokens in the pass (Vidur's profiled
-  operator sums, ``load.paper_batch_curves``), with the attention's KV read per sequence from the roofline.
+  operator sums, ``load.paper_batch_curves``), with the attention's KV read per sequence from the roofline. Past
+  the curve's last point (256 tokens) a pass costs the last point plus, per further token, the larger of the last
+  segment's slope and the roofline's compute-bound cost per token (``2 x params`` FLOPs over the device's peak,
+  :attr:`heterospec.replay.profiles.roofline.Roofline.flop_ms`): a pass of thousands of tokens is compute-bound.
 """
 from __future__ import annotations
 
@@ -54,15 +57,20 @@ def hls_curve(pass_ms: Callable[[int, int], float], source: str = "hls perf mode
 
 
 def published_curve(tokens: list[float], ms: list[float], scale: float, kv_ms_per_token: float, per_seq: float = 1.0,
-                    source: str = "published") -> BatchCurve:
-    """A measured step time ``ms`` at ``tokens`` tokens in the pass (linear between points, extrapolated from the
-    last two), times ``scale`` (another device: its bandwidth's ratio); plus per sequence its KV read at
-    ``kv_ms_per_token`` per context token. Sequences bring ``per_seq`` new tokens each."""
+                    source: str = "published", compute_ms_per_token: float = 0.0) -> BatchCurve:
+    """A measured step time ``ms`` at ``tokens`` tokens in the pass (linear between points), times ``scale``
+    (another device: its bandwidth's ratio); past the last point, per further token the larger of the last
+    segment's (scaled) slope and ``compute_ms_per_token`` (the device's compute-bound cost of a token); plus per
+    sequence its KV read at ``kv_ms_per_token`` per context token. Sequences bring ``per_seq`` new tokens each."""
     if len(tokens) < 2 or len(tokens) != len(ms) or any(b <= a for a, b in zip(tokens, tokens[1:])):
         raise UserError(f"{source}: a batch curve needs two or more points with increasing tokens "
                         f"(tokens {tokens}, ms {ms})")
+    last_slope = scale * (ms[-1] - ms[-2]) / (tokens[-1] - tokens[-2])
+    beyond = max(last_slope, compute_ms_per_token)
 
     def step(n: float) -> float:
+        if n > tokens[-1]:
+            return scale * ms[-1] + (n - tokens[-1]) * beyond
         i = min(max(bisect.bisect_left(tokens, n), 1), len(tokens) - 1)
         x0, x1, y0, y1 = tokens[i - 1], tokens[i], ms[i - 1], ms[i]
         return scale * (y0 + (n - x0) * (y1 - y0) / (x1 - x0))

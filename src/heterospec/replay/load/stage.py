@@ -127,10 +127,33 @@ def max_context(problems: list[TracedProblem], with_prompt: bool) -> int:
     return out
 
 
-def step_tokens(problems: list[TracedProblem]) -> float:
-    """A PRM pass's new tokens per sequence: the mean draft step."""
-    ds = [d for p in problems for d in p.draft_tokens if d > 0]
-    return sum(ds) / len(ds) if ds else 1.0
+def prm_reads(p: TracedProblem, whole_context: bool, with_prompt: bool) -> list[int]:
+    """The tokens each of a problem's PRM scores reads, as the schedules call it: every draft step's score (its
+    context ``kv_verify + draft_tokens``) and, where the PRM scores the target's step after a rejection, that one's
+    (``kv_target + target_tokens``). ``whole_context``: the profile re-scores the whole context (with the prompt when
+    it counts it); else a prefix cache leaves only the tokens past the verified prefix (``kv_verify``)."""
+    extra = p.prompt_tokens if with_prompt else 0
+    scored = p.target_scored or [True] * len(p.draft_tokens)
+    reads = []
+    for i, d in enumerate(p.draft_tokens):
+        reads.append(p.kv_verify[i] + d + extra if whole_context else d)
+        if p.outcome[i] != "accept" and scored[i]:
+            ctx = p.kv_target[i] + p.target_tokens[i]
+            reads.append(ctx + extra if whole_context else ctx - p.kv_verify[i])
+    return [r for r in reads if r > 0]
+
+
+def step_tokens(problems: list[TracedProblem], whole_context: bool = False, with_prompt: bool = False) -> float:
+    """A PRM pass's tokens per sequence: the mean over the problems' scores of what one reads (:func:`prm_reads`;
+    the paper and measured profiles re-score the whole context, roofline and hls with a prefix cache the new step)."""
+    reads = [r for p in problems for r in prm_reads(p, whole_context, with_prompt)]
+    return sum(reads) / len(reads) if reads else 1.0
+
+
+def prm_rescores(profile: LatencyProfile | None, kind: str) -> bool:
+    """Whether a PRM score re-reads the whole context under the profile: the paper formulas and the measured fit
+    price the whole context, roofline and hls read only the new tokens through a prefix cache (``prefix_cache``)."""
+    return not profile.prefix_cache if profile is not None else kind not in ("roofline", "hls")
 
 
 def profile_kind(name: str) -> str:
@@ -158,7 +181,8 @@ def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, pr
     with_prompt = profile.context_includes_prompt if profile is not None else kind != "paper"
     checkpoints = None if kind == "paper" else {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
     inputs = PricingInputs(models=models, kind=kind, hls=cfg.hls, batch_fit=batch_fit,
-                           prm_tokens=step_tokens(problems), max_context=max_context(problems, with_prompt),
+                           prm_tokens=step_tokens(problems, prm_rescores(profile, kind), with_prompt),
+                           max_context=max_context(problems, with_prompt),
                            checkpoints=checkpoints, overheads=dict(cfg.replay.call_overhead_ms))
     return plan_devices(system, settings_of(cfg.load), inputs)
 
