@@ -72,8 +72,9 @@ class _Pass:
 
 class Passes(Server):
     """``lanes`` lanes; an idle lane takes up to ``max_batch`` waiting operations (first come first served, within
-    the KV bound) into one pass of ``slowdown(b, mean context) x`` their mean work, which all end together. At batch
-    1 a pass is the operation's own work."""
+    the KV bound) into one pass of ``pace x slowdown(b, mean context) x`` their mean work, which all end together
+    (``pace``: :class:`~heterospec.replay.load.batching.Bounds`). At batch 1 and pace 1 a pass is the operation's own
+    work."""
 
     def __init__(self, name, bounds, slowdown):
         super().__init__(name, bounds, slowdown)
@@ -116,7 +117,8 @@ class Passes(Server):
     def cut(self, job, now: float) -> bool:
         for i, p in enumerate(self.lanes):
             if p is not None and job in p.jobs:
-                done = p.length - p.left if len(p.jobs) == 1 else job.final * (1.0 - p.left / p.length)
+                pace = self.bounds.pace
+                done = (p.length - p.left) / pace if len(p.jobs) == 1 else job.final * (1.0 - p.left / p.length)
                 job.final = uncut(done, job.atomic, job.grain, job.final)
                 if job.final <= done + EPS:
                     p.jobs.remove(job)
@@ -125,7 +127,7 @@ class Passes(Server):
                         self.lanes[i] = None
                     return True
                 if len(p.jobs) == 1:   # alone in its pass: the pass shrinks to what it must still do
-                    p.left = job.final - done
+                    p.left = (job.final - done) * pace
                     p.end = math.inf if self.paused else now + p.left
                 return False
         raise RuntimeError(f"{self.name}: cut an operation that is not running")
@@ -144,7 +146,7 @@ class Passes(Server):
                 kv += j.ctx_tokens
             b = len(jobs)
             work = sum(j.final for j in jobs) / b
-            length = jobs[0].final if b == 1 else self.slowdown(b, kv / b) * work
+            length = (jobs[0].final if b == 1 else self.slowdown(b, kv / b) * work) * self.bounds.pace
             p = self.lanes[i] = _Pass(jobs, length, now)
             if self.paused:
                 p.end = math.inf
