@@ -4,9 +4,13 @@ resolved once from the system, the profile and the ``load`` settings (:class:`De
 * GPU (and CPU) roles batch: the PRM's batched prefill, the target's and a GPU draft's continuous batching, up to
   ``max_batch`` sequences and the KV cache the device's memory holds beside the model's weights
   (``memory_fraction`` of it, vLLM's gpu_memory_utilization);
-* an FPGA draft has as many independent lanes as copies of its design point fit the board (the HLS resource model,
-  and one set of memory channels per lane so each keeps its batch-1 bandwidth), each lane a pass of up to
-  ``fpga_batch`` sequences priced by the HLS performance model;
+* an FPGA draft has as many independent lanes as copies of its design point fit the board: the fewest over every
+  resource of the HLS resource model (a board config without one is refused) and over its memory channels, a lane
+  streaming from its own ``weight_ports + kv_ports`` of them. A lane's ``pace`` (:class:`.batching.Bounds`) is its
+  batch-1 pass over the profile's, which prices the draft on the whole board: the board's bandwidth over the
+  lane's (the HLS perf model's pass on the lane's channels over its pass on the board's under the ``hls``
+  profile). Each pass takes up to ``fpga_batch`` sequences, priced by the HLS performance model of the design
+  point, so ``fpga_batch`` > 1 needs the ``hls`` profile, whose batch-1 draft price is that same design's;
 * the link carries one transfer at a time.
 
 Models: the paper profiles price the paper's Config1 models, so their memory and curves are those models'; the
@@ -68,7 +72,8 @@ class DevicePlan:
 class PricingInputs:
     """What the curves and bounds are computed from: the models priced (their config section), the profile kind
     (paper, roofline, hls, measured), the HLS config (an FPGA draft's lanes and passes), the fitted batch prices
-    (measured), a PRM step's mean tokens and the longest context a request reaches."""
+    (measured), the mean tokens a PRM score reads (:func:`heterospec.replay.load.stage.step_tokens`) and the
+    longest context a request reaches."""
     models: Any
     kind: str
     hls: Any = None
@@ -135,7 +140,7 @@ def _roofline(role: str, hw: Device, inputs: PricingInputs) -> Roofline:
 
 
 def _tokens(role: str, inputs: PricingInputs) -> float:
-    """New tokens per sequence in one of the role's passes: a PRM scores a step, the others decode one."""
+    """Tokens per sequence in one of the role's passes: what a PRM score reads, one for the others' decode."""
     return inputs.prm_tokens if role == "prm" else 1.0
 
 
