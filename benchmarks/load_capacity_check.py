@@ -46,10 +46,11 @@ def main() -> int:
         if row is None:
             continue
         cap = row["capacity_rps"]
-        limits = hard_limits(job, alone(job))
+        solo = alone(job)
+        limits = hard_limits(job, solo)
         under = all(cap <= v for v in limits.values())
         if cap > 0:
-            run = run_point(job, plan, Arrivals("poisson", rate=cap, seed=seed, key="load.arrivals"), alone(job),
+            run = run_point(job, plan, Arrivals("poisson", rate=cap, seed=seed, key="load.arrivals"), solo,
                             a.requests)
             p99, keeps = run.point["p99_s"], run.point["keeps_up"]
             ok = under and p99 <= row["slo_s"] and keeps

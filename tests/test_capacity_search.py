@@ -17,32 +17,12 @@ from heterospec.replay.load.capacity import search
 from heterospec.replay.load.load_metrics import percentile_interval, queue_growth
 from heterospec.replay.load.stage import SystemMethod, alone, capacity_job, hard_limits, load_plan
 from heterospec.replay.schedules import get_schedule
-from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.simulator.problem import TracedProblem
-
-
-class TokenMs(LatencyProfile):
-    """The target writes a token per millisecond; nothing else costs anything: a request of g tokens is one
-    service of g ms on the target."""
-    name = "token_ms"
-
-    def draft_decode(self, kv, n):
-        return 0.0
-
-    def draft_prefill(self, kv, n):
-        return 0.0
-
-    def prm_score(self, n, new=None):
-        return 0.0
-
-    def target_prefill(self, kv, new=None):
-        return 0.0
-
-    def target_decode(self, kv, g):
-        return float(g)
+from test_load_replay import TokenMs   # the target writes a token per ms; nothing else costs anything
 
 
 def writes(tokens: int, k: int = 0) -> TracedProblem:
+    """A request of ``tokens`` ms: one service on the target under :class:`TokenMs` (``k`` keeps the ids apart)."""
     return TracedProblem("synthetic", f"w{k}_{tokens}", 0, ["accept"], [tokens], [0], [0], [0], [tokens])
 
 
