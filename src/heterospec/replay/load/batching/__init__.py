@@ -3,11 +3,14 @@ registered by :func:`policy` (like the schedules' mechanisms).
 
 * ``serial``           one operation at a time, first come first served (the link; any device at batch 1);
 * ``lanes``            independent lanes (an FPGA draft's copies of its design point), each a pass of up to
-                       ``max_batch`` waiting operations (1: the batch-1 streaming kernel);
-* ``batched_prefill``  one pass over the waiting operations, up to ``max_batch`` (the PRM scores the waiting steps
-                       in one batched prefill);
+                       ``max_batch`` sequences (1: the batch-1 streaming kernel), a waiting one joining at the next pass;
+* ``batched_prefill``  one batch of the waiting operations, up to ``max_batch`` (the PRM scores the waiting steps
+                       in one batched prefill); those that arrive meanwhile wait for the next batch;
 * ``continuous``       iteration-level batching (Orca, vLLM): an operation joins the running batch as soon as a slot
-                       and KV room are free and leaves when it is done; every member advances at the batch's pace.
+                       and KV room are free.
+
+In every policy a member of a batch leaves when its own work is done, and every member advances at the batch's pace
+(:class:`~.server.Passes`).
 
 A policy is a :class:`~.server.Server` subclass; :class:`Bounds` are its device's limits. A new policy is a new
 module here: every module of this package is imported on the first lookup, so nothing else names it.

@@ -1,7 +1,10 @@
 """What every batching policy shares: the device's queue, its busy time and the pause of a device that yields to
-another (:class:`Server`), and passes of several operations that end together (:class:`Passes`)."""
+another (:class:`Server`), and lanes of batched operations that each leave when their own work is done
+(:class:`Passes`)."""
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections import deque
 from typing import Callable
@@ -62,93 +65,143 @@ class Server:
         raise NotImplementedError
 
 
-class _Pass:
-    """One lane's pass: its operations, its length, what is left of it and, while it runs, when it ends."""
-    __slots__ = ("jobs", "length", "left", "end")
+class _Lane:
+    """One lane's members, advancing together on a virtual clock counted in batch-1 ms of each member's work: an
+    operation that joins at virtual time v with w ms of work leaves when the clock reaches v + w."""
+    __slots__ = ("heap", "running", "kv", "v", "rate")
 
-    def __init__(self, jobs: list, length: float, now: float):
-        self.jobs, self.length, self.left, self.end = jobs, length, length, now + length
+    def __init__(self):
+        self.heap: list = []          # (virtual end, seq, job) of the members; stale entries skipped
+        self.running: set = set()
+        self.kv = 0                   # context tokens of the members
+        self.v = 0.0                  # the virtual clock
+        self.rate = 0.0               # dv/dt
+
+    def clean(self) -> None:
+        h = self.heap
+        while h and (h[0][2] not in self.running or h[0][0] != h[0][2].vfin):
+            heapq.heappop(h)
+
+    def leave(self, job) -> None:
+        self.running.discard(job)
+        self.kv -= job.ctx_tokens
+        if not self.running:          # restart the clock: keeps its sums exact
+            self.v = 0.0
+            self.heap.clear()
 
 
 class Passes(Server):
-    """``lanes`` lanes; an idle lane takes up to ``max_batch`` waiting operations (first come first served, within
-    the KV bound) into one pass of ``pace x slowdown(b, mean context) x`` their mean work, which all end together
-    (``pace``: :class:`~heterospec.replay.load.batching.Bounds`). At batch 1 and pace 1 a pass is the operation's own
-    work."""
+    """``lanes`` lanes, each a batch of up to ``max_batch`` operations (within the KV bound ``kv_tokens``) whose
+    members each do their own work: with b members at mean context c a pass (one token of each, one iteration)
+    costs ``pace x slowdown(b, c)`` times a batch-1 pass, so every member advances at 1 / (pace x slowdown) of its
+    batch-1 pace and leaves when its own work is done; the batch then runs at the pace of those left (4 and 40 ms
+    of work at B = 2 and slowdown 1.3 leave at 5.2 and 41.2 ms). The simulator takes passes in the fluid limit
+    (members join and leave at any instant), which moves an operation by less than one pass.
+
+    ``joins``: a waiting operation joins a lane that is running as soon as it has a free slot (the next pass of an
+    FPGA lane, the next iteration of continuous batching; an idle lane first, else the one with fewest members);
+    otherwise it waits for its lane to empty and starts with the next batch (a batched prefill). At batch 1 and
+    pace 1 an operation takes its own work."""
+    joins = True
 
     def __init__(self, name, bounds, slowdown):
         super().__init__(name, bounds, slowdown)
-        self.lanes: list[_Pass | None] = [None] * bounds.lanes
+        self.lanes = [_Lane() for _ in range(bounds.lanes)]
+        self._seq = itertools.count()
 
     @property
     def busy(self) -> bool:
-        return any(p is not None for p in self.lanes)
+        return any(lane.running for lane in self.lanes)
 
-    def pause(self, paused: bool) -> None:
-        if paused == self.paused:
-            return
-        self.paused = paused
-        for p in self.lanes:
-            if p is not None:
-                p.end = math.inf if paused else self.t + p.left
+    def _rate(self, lane: _Lane) -> None:
+        b = len(lane.running)
+        lane.rate = 0.0 if b == 0 else 1.0 / (self.bounds.pace * (1.0 if b == 1 else self.slowdown(b, lane.kv / b)))
 
     def advance(self, now: float) -> None:
         dt = now - self.t
         self.t = now
         if dt <= 0 or self.paused:
             return
-        for p in self.lanes:
-            if p is not None:
-                p.left = p.end - now
-                self.busy_ms += dt / len(self.lanes)
-                self.batch_ms += dt * len(p.jobs) / len(self.lanes)
+        n = len(self.lanes)
+        for lane in self.lanes:
+            if lane.running:
+                lane.v += dt * lane.rate
+                self.busy_ms += dt / n
+                self.batch_ms += dt * len(lane.running) / n
 
     def next_end(self) -> float:
-        return min((p.end for p in self.lanes if p is not None), default=math.inf)
+        if self.paused:
+            return math.inf
+        end = math.inf
+        for lane in self.lanes:
+            if lane.running:
+                lane.clean()
+                end = min(end, self.t + max(lane.heap[0][0] - lane.v, 0.0) / lane.rate)
+        return end
 
     def ended(self, now: float) -> list:
         out = []
-        for i, p in enumerate(self.lanes):
-            if p is not None and p.end <= now:
-                out += p.jobs
-                self.lanes[i] = None
+        for lane in self.lanes:
+            if not lane.running:
+                continue
+            lane.clean()
+            # done: no work left, up to the rounding of the clock and of the time it was advanced to
+            tol = max(EPS * max(1.0, abs(lane.v)), 8 * math.ulp(max(1.0, now)) * lane.rate)
+            left = len(out)
+            while lane.heap and lane.heap[0][0] - lane.v <= tol:
+                job = heapq.heappop(lane.heap)[2]
+                lane.leave(job)
+                out.append(job)
+                lane.clean()
+            if len(out) > left:
+                self._rate(lane)
         return out
 
     def cut(self, job, now: float) -> bool:
-        for i, p in enumerate(self.lanes):
-            if p is not None and job in p.jobs:
-                pace = self.bounds.pace
-                done = (p.length - p.left) / pace if len(p.jobs) == 1 else job.final * (1.0 - p.left / p.length)
-                job.final = uncut(done, job.atomic, job.grain, job.final)
-                if job.final <= done + EPS:
-                    p.jobs.remove(job)
-                    job.final = done
-                    if not p.jobs:
-                        self.lanes[i] = None
-                    return True
-                if len(p.jobs) == 1:   # alone in its pass: the pass shrinks to what it must still do
-                    p.left = (job.final - done) * pace
-                    p.end = math.inf if self.paused else now + p.left
-                return False
-        raise RuntimeError(f"{self.name}: cut an operation that is not running")
+        lane = next((lane for lane in self.lanes if job in lane.running), None)
+        if lane is None:
+            raise RuntimeError(f"{self.name}: cut an operation that is not running")
+        done = lane.v - job.vstart
+        job.final = uncut(done, job.atomic, job.grain, job.final)
+        if job.final <= done + EPS:
+            job.final = done
+            lane.leave(job)
+            self._rate(lane)
+            return True
+        job.vfin = job.vstart + job.final
+        heapq.heappush(lane.heap, (job.vfin, next(self._seq), job))
+        return False
+
+    def _room(self, lane: _Lane, job) -> bool:
+        return len(lane.running) < self.bounds.max_batch and \
+            (not lane.running or lane.kv + job.ctx_tokens <= self.bounds.kv_tokens)
+
+    def _join(self, lane: _Lane, job) -> None:
+        job.vstart = lane.v
+        job.vfin = lane.v + job.final
+        heapq.heappush(lane.heap, (job.vfin, next(self._seq), job))
+        lane.running.add(job)
+        lane.kv += job.ctx_tokens
 
     def fill(self, now: float) -> list:
-        started = []
-        for i, p in enumerate(self.lanes):
-            if p is not None or not self.queue:
-                continue
-            jobs, kv = [], 0
-            while self.queue and len(jobs) < self.bounds.max_batch:
-                j = self.queue[0]
-                if jobs and kv + j.ctx_tokens > self.bounds.kv_tokens:
+        started, q = [], self.queue
+        if self.joins:
+            while q:
+                open_ = [lane for lane in self.lanes if self._room(lane, q[0])]
+                if not open_:
                     break
-                jobs.append(self.queue.popleft())
-                kv += j.ctx_tokens
-            b = len(jobs)
-            work = sum(j.final for j in jobs) / b
-            length = (jobs[0].final if b == 1 else self.slowdown(b, kv / b) * work) * self.bounds.pace
-            p = self.lanes[i] = _Pass(jobs, length, now)
-            if self.paused:
-                p.end = math.inf
-            started += jobs
+                lane = min(open_, key=lambda ln: len(ln.running))
+                job = q.popleft()
+                self._join(lane, job)
+                started.append(job)
+                self._rate(lane)
+            return started
+        for lane in self.lanes:
+            if lane.running:
+                continue
+            while q and self._room(lane, q[0]):
+                job = q.popleft()
+                self._join(lane, job)
+                started.append(job)
+            self._rate(lane)
         return started
