@@ -452,10 +452,10 @@ class LoadConfig:
     systems: list[str] = field(default_factory=lambda: ["gpu3", "hetero_u280", "hetero_v80"])
     methods: list[str] = field(default_factory=lambda: ["target", "target_sd", "rsd", "brsd", "brsd_sd"])
     requests: int = number(200, ge=20)  # requests a load point counts first (after the warm-up ones) ...
-    max_requests: int = number(1000, ge=20)  # ... doubling to this many before a rate may meet the SLO
+    max_requests: int = number(2000, ge=20)  # ... doubling to this many before a rate may meet the SLO
     warmup: float = number(0.1, ge=0, le=0.9)  # share of a point's first requests left out of its aggregates
     seed: int = number(0, ge=0)      # arrival gaps and the problems' order (common to every point)
-    seeds: int = number(3, ge=1)     # arrival seeds the capacity search runs under (seed, seed + 1, ...)
+    seeds: int = number(5, ge=1)     # arrival seeds the capacity search runs under (seed, seed + 1, ...)
     arrivals: LoadArrivalsConfig = field(default_factory=LoadArrivalsConfig)   # `load run`: one point
     batching: dict[str, str] = field(default_factory=dict)      # draft, prm, target, link -> a batching policy
     max_batch: dict[str, int] = number(factory=dict, ge=0)   # draft (on a GPU), prm, target; 0: what KV holds
@@ -466,7 +466,7 @@ class LoadConfig:
     search_steps: int = number(4, ge=0)  # bisections of the capacity search (after doubling to a failing rate)
     curve: list[float] = number(factory=list, gt=0)  # load points drawn, as fractions of capacity
     paper_batch_curves: dict[str, BatchCurveConfig] = field(default_factory=dict)   # device name -> curve
-    workers: int = number(1, ge=1)   # processes (system x method jobs)
+    workers: int = number(2, ge=1)   # processes (system x method jobs)
 
 
 # ----------------------------------------------------------------------------- top level

@@ -403,15 +403,25 @@ def _entry(job: SystemMethod, plan: LoadPlan, run: LoadRun, purpose: str, rate: 
     return point, request_rows(run.requests, run.counted_from, keys, 0)
 
 
-def _in_workers(fn, items: list, workers: int) -> list:
-    """``fn`` over ``items``, in forked processes when ``workers`` > 1 (same results, same order)."""
+def _in_workers(fn, items: list, workers: int, done=None) -> list:
+    """``fn`` over ``items``, in forked processes when ``workers`` > 1 (same results, same order); ``done(i, result)``
+    is called in this process as each result comes back (in order), for progress lines."""
+    done = done or (lambda i, r: None)
     if workers <= 1 or len(items) < 2:
-        return [fn(x) for x in items]
+        out = []
+        for i, x in enumerate(items):
+            out.append(fn(x))
+            done(i, out[-1])
+        return out
     import multiprocessing as mp
     _WORK[:] = [fn, items]
     try:
         with mp.get_context("fork").Pool(min(workers, len(items))) as pool:
-            return pool.map(_call, range(len(items)), chunksize=1)
+            out = []
+            for i, r in enumerate(pool.imap(_call, range(len(items)), chunksize=1)):
+                out.append(r)
+                done(i, r)
+            return out
     finally:
         _WORK.clear()
 
@@ -445,8 +455,17 @@ def run_stage(cfg: Any, paths: RunPaths, overrides: list[str], workers: int | No
     jobs = make_jobs(cfg, paths, overrides)
     solo = _in_workers(alone, jobs, workers)
     slo = slo_limits(plan, {f"{j.system.name}/{j.method}": a.latencies for j, a in zip(jobs, solo)})
+
+    def searched(k: int, result) -> None:
+        row = result[1]
+        print(f"[replay load] capacity {k + 1}/{len(jobs)}: {jobs[k].system.name}/{jobs[k].method} "
+              f"{row['capacity_rps']:.4g} req/s over {plan.load.seeds} seeds ({time.perf_counter() - t0:.0f} s)",
+              flush=True)
+
+    print(f"[replay load] capacity search: {len(jobs)} systems x methods x {plan.load.seeds} arrival seeds, points of "
+          f"{plan.load.requests} doubling to {plan.load.max_requests} requests, {workers} worker(s)", flush=True)
     found = _in_workers(lambda k: capacity_job(jobs[k], plan, slo[f"{jobs[k].system.name}/{jobs[k].method}"],
-                                               solo[k]), list(range(len(jobs))), workers)
+                                               solo[k]), list(range(len(jobs))), workers, searched)
     top: dict[str, float] = {}
     for job, (_, row) in zip(jobs, found):
         top[job.system.name] = max(top.get(job.system.name, 0.0), row["capacity_rps"])
