@@ -1,5 +1,6 @@
 """The HLS build of the draft: generated kernel compiled with g++ and simulated bit-exactly against the torch
-int8 reference on 20 prompts, KVMU modes through the C model, the performance and resource models, the
+int8 reference on 20 prompts, KVMU modes through the C model, the batch-B kernel against
+batch 1 (sequences joining and leaving its slots), the performance and resource models, the
 vendor-flow skip, and one-line errors for bad input."""
 from __future__ import annotations
 
@@ -44,9 +45,54 @@ def test_csim_is_bit_exact_on_20_prompts_and_kvmu_modes(run):
     greedy = [r for r in rows if r["scenario"] == "greedy"]
     assert len(greedy) == 20 and all(r["tokens_match"] for r in greedy)
     assert all(r["taps_match"] == r["taps_compared"] > 0 for r in greedy)      # every accumulator, bit for bit
-    kv = {r["scenario"]: r for r in rows if r["scenario"] != "greedy"}
+    kv = {r["scenario"]: r for r in rows if r["scenario"].startswith("kvmu")}
     assert set(kv) == {"kvmu_accept_rollback", "kvmu_reinit"} and all(r["bit_exact"] for r in kv.values())
-    assert pq.read_table(paths.hls_csim("u280")).num_rows == 22
+    batch = {r["batch"]: r for r in rows if r["scenario"] == "batch"}
+    assert sorted(batch) == [1, 2, 4, 8, 16]
+    for b, r in batch.items():          # every row and accumulator of a batch-B pass equals the batch-1 kernel's
+        assert r["bit_exact"] and r["weights_once"] and r["taps_match"] == r["taps_compared"] > 0, r
+        assert r["max_sequences"] == b and r["sequences"] == 2 * b + 2   # full passes, and joins after leaves
+    assert batch[16]["passes"] < batch[16]["tokens_in"] / 8                  # the weights shared by many
+    assert pq.read_table(paths.hls_csim("u280")).num_rows == 27
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+def test_a_batch_design_point_adds_its_kernel_and_runs_its_own_batch(run, tmp_path):
+    """hls.kernel.batch = 8: the batch-1 sources unchanged, HS_BATCH in the header, the batch-B kernel beside them,
+    and the C simulation runs that design's own 8-slot kernel against batch 1."""
+    cfg, paths = run
+    one = hls.codegen(cfg, paths, "u280", paths.quantized_draft, tmp_path / "b1" / "src" / "kernel.json")
+    eight_cfg = cfg.copy()
+    eight_cfg.hls.kernel.batch = 8
+    eight = hls.codegen(eight_cfg, paths, "u280", paths.quantized_draft, tmp_path / "b8" / "src" / "kernel.json")
+    b1, b8 = tmp_path / "b1" / "src", tmp_path / "b8" / "src"
+    assert "batch" not in one and not (b1 / "draft_batch.cpp").exists() and "HS_BATCH" not in (b1 / "draft_config.h").read_text()
+    assert eight["batch"] == 8 and eight["top"] == "draft::draft_step_batch"
+    for name in ("draft_kernel.cpp", "draft_kernel.h", "hs_types.h", "tb.cpp", "weights_i8.bin", "weights_f32.bin"):
+        assert (b1 / name).read_bytes() == (b8 / name).read_bytes(), name
+    extra = set((b8 / "draft_config.h").read_text().splitlines()) - set((b1 / "draft_config.h").read_text().splitlines())
+    assert [ln.split("//")[0].strip() for ln in extra] == ["#define HS_BATCH 8"]
+    rows = hls.csim(eight_cfg, paths, "u280", b8 / "kernel.json", tmp_path / "csim.parquet", CI)
+    batch = [r for r in rows if r["scenario"] == "batch"]
+    assert [(r["batch"], r["max_sequences"], r["bit_exact"]) for r in batch] == [(8, 8, True)]
+
+
+def test_batch_schedule_joins_and_leaves_by_hand():
+    """Lengths 3, 1, 2 on two slots, the second opening a pass later: sequence 1 leaves after one command and
+    sequence 2 joins its slot at the next pass while sequence 0 runs on."""
+    from heterospec.hls.csim import batch_schedule
+    seqs = [[("a",)] * 3, [("b",)], [("c",)] * 2]
+    assert batch_schedule(seqs, 2, stagger=1) == [
+        ("reset", 0), [(0, 0, 0)], ("reset", 1), [(0, 0, 1), (1, 1, 0)], ("reset", 1), [(0, 0, 2), (1, 2, 0)],
+        [(1, 2, 1)]]
+
+
+def test_weight_words_of_a_pass_by_hand():
+    """8-byte words: qkv 4 x 8 = 32 B (4 words), o 16 B (2), gate/up 64 B (8), down 32 B (4) per layer; an LM head
+    of 11 x 4 = 44 B takes 6 words, its tail padded."""
+    from heterospec.hls.csim import weight_words
+    a = dict(hidden=4, heads=2, kv_heads=1, head_dim=2, intermediate=8, vocab=11, layers=2)
+    assert weight_words(a, 64) == 2 * (4 + 2 + 8 + 4) + 6
 
 
 QWEN_WEIGHTS = 24 * (1152 * 896 + 896 * 896 + 2 * 4864 * 896 + 896 * 4864) + 151936 * 896
@@ -203,6 +249,8 @@ def test_bad_input_is_one_line():
         Design.of({"weight_bits": 4})
     with pytest.raises(UserError, match="mlp='relu'"):
         Arch.of({**QWEN.__dict__, "mlp": "relu"})
+    with pytest.raises(UserError, match="hls.kernel.batch"):
+        compose_config(["experiment=ci", "hls.kernel.batch=0"])
 
 
 def test_missing_compiler_is_one_line(run, tmp_path):

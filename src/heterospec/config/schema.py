@@ -324,6 +324,7 @@ class HlsEngineConfig:
     """One int8 matrix-vector engine shape: ``rows`` outputs x ``cols`` inputs per cycle (MACs = rows * cols)."""
     rows: int = number(8, ge=1)      # must divide every layer's output size
     cols: int = number(64, ge=1)     # must divide every layer's input size
+    batch: int = number(1, ge=1)     # sequences per weight pass (kernel: > 1 adds draft_batch.cpp to the sources)
 
 
 @dataclass
@@ -342,6 +343,7 @@ class HlsConfig:
     contexts: list[int] = number(factory=lambda: [0, 512, 1024, 2048], ge=0)   # context lengths of the perf table
     csim_prompts: int = number(20, ge=0)  # prompts run through the C simulation, bit-exact against the torch reference
     csim_max_new_tokens: int = number(64, ge=1)
+    csim_batches: list[int] = number(factory=lambda: [1, 2, 4, 8, 16], ge=1)  # batch-B kernels checked against batch 1
     cxx: str = "g++"                 # C++ compiler of the C simulation
     kvmu_pointer_bits: int = number(16, ge=1)  # KVMU pointer width (max context 2^bits - 1)
     kvmu_synth_bits: list[int] = number(factory=lambda: [8, 16, 24, 32], ge=1)   # widths synthesised with Yosys

@@ -24,6 +24,7 @@ from heterospec.quantize.w8a8 import MANIFEST_FILE, WEIGHTS_FILE, load_export
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = ("hs_types.h", "draft_kernel.h", "draft_kernel.cpp", "tb.cpp")
+BATCH_STATIC = ("draft_batch.h", "draft_batch.cpp", "tb_batch.cpp")   # a design point with batch > 1 adds these
 KERNEL_FILES = ("draft_config.h", *STATIC, "weights_i8.bin", "weights_f32.bin")
 
 
@@ -53,12 +54,16 @@ def export_digest(export_dir: Path) -> str:
 
 
 def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, pointer_bits: int, port_bits: int = 256,
-             dataflow: bool = False, prefetch_words: int = 2, tree: Path | None = None) -> dict:
+             dataflow: bool = False, prefetch_words: int = 2, tree: Path | None = None, batch: int = 1) -> dict:
     """Write the kernel sources for ``board`` into ``out``'s folder; ``out`` (kernel.json) is written last, listing
     each file's size and sha256. ``port_bits``, ``dataflow`` and ``prefetch_words`` are the design's
-    (``hls.pipeline``); the export is recorded relative to the sources when both lie in the results ``tree``."""
+    (``hls.pipeline``); the export is recorded relative to the sources when both lie in the results ``tree``.
+    ``batch`` > 1 adds the batch-B kernel (``draft_batch.cpp``: that many sequences per weight pass, top
+    ``draft::draft_step_batch``); at 1 the sources are the batch-1 design's alone."""
     if port_bits < 8 or port_bits % 8 or port_bits & (port_bits - 1):
         raise UserError(f"hls.pipeline.port_bits={port_bits}: expected a power of two, at least 8")
+    if batch < 1:
+        raise UserError(f"hls.kernel.batch={batch}: expected sequences per weight pass, at least 1")
     tensors, info = load_export(export_dir)
     a = info["arch"]
     arch = Arch.of(a)
@@ -90,16 +95,20 @@ def generate(export_dir: Path, out: Path, board: str, rows: int, cols: int, poin
         source=export, format=info["format"], board=board, rows=rows, cols=cols, a=a, capacity=capacity,
         pointer_bits=pointer_bits, eps=cfloat(a["rms_norm_eps"]), inv_sqrt_d=cfloat(1.0 / np.sqrt(a["head_dim"])),
         log2e=cfloat(LOG2E), poly=[cfloat(c) for c in EXP2_POLY], o8=o8, of=of, n8=n8, nf=nf, lm_head=lm_head,
-        port_bits=port_bits, dataflow=dataflow, prefetch_words=max(2, prefetch_words))
+        port_bits=port_bits, dataflow=dataflow, prefetch_words=max(2, prefetch_words), batch=batch)
     (tmp / "draft_config.h").write_text(header)
-    for name in STATIC:
+    static = STATIC + (BATCH_STATIC if batch > 1 else ())
+    for name in static:
         shutil.copy(TEMPLATES / name, tmp / name)
-    digest = hashlib.sha1(b"".join((tmp / n).read_bytes() for n in KERNEL_FILES)).hexdigest()[:16]
+    files = KERNEL_FILES + (BATCH_STATIC if batch > 1 else ())
+    digest = hashlib.sha1(b"".join((tmp / n).read_bytes() for n in files)).hexdigest()[:16]
     manifest = {"board": board, "export": export, "arch": a, "rows": rows, "cols": cols,
                 "capacity": capacity, "pointer_bits": pointer_bits, "port_bits": port_bits, "dataflow": dataflow,
                 "prefetch_words": max(2, prefetch_words), "int8_bytes": n8, "float_count": nf,
                 "files": digest_files(tmp, skip=(Path(out).name,)), "top": "draft::draft_step", "sha1": digest,
                 "export_sha1": export_digest(export_dir)}
+    if batch > 1:                                       # a batch-1 design's manifest stays as it was
+        manifest.update(batch=batch, top="draft::draft_step_batch")
     (tmp / Path(out).name).write_text(json.dumps(manifest, indent=2))
     if src.exists():
         shutil.rmtree(src)

@@ -165,3 +165,154 @@ def check_kvmu(tb, src, model, ids: list[int], eos, workdir: Path, pointer_bits:
         log.info("csim %s: tokens %s, pointers %s (%.1fs)", name, "match" if sampled == want else "DIFFER",
                  "match" if ptr_ok else "DIFFER", rows[-1]["wall_s"])
     return rows
+
+
+# ----------------------------------------------------------------------------- the batch-B kernel
+BATCH_SOURCES = ("draft_batch.h", "draft_batch.cpp", "tb_batch.cpp")
+
+
+def compile_batch(src: Path, build: Path, batch: int, cxx: str = "g++") -> Path:
+    """The batch-B testbench against the design in ``src``: its own batch sources when it is a batch design point
+    (``HS_BATCH`` in its header), else the templates' at ``HS_BATCH=batch`` (the batch-1 design's sources are the
+    kernel's tasks both run)."""
+    from heterospec.hls.codegen import TEMPLATES
+    exe = shutil.which(cxx)
+    if exe is None:
+        raise UserError(f"C++ compiler '{cxx}' not found (hls.cxx); install g++ or point hls.cxx at a compiler")
+    own = (Path(src) / "draft_batch.cpp").is_file()
+    folder = Path(build) / f"batch_{batch}"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not own:                   # copied beside the build, so that draft_kernel.cpp/.h come from the design
+        for name in BATCH_SOURCES:
+            shutil.copy(TEMPLATES / name, folder / name)
+    where = Path(src) if own else folder
+    out = folder / "tb_batch"
+    cmd = [exe, *CXXFLAGS, *([] if own else [f"-DHS_BATCH={batch}"]), "-I", str(src), "-o", str(out),
+           str(where / "tb_batch.cpp"), str(where / "draft_batch.cpp")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:200])
+        raise UserError(f"compiling the batch-{batch} kernel against {src} failed: {first}")
+    return out
+
+
+def weight_words(arch: dict, port_bits: int) -> int:
+    """Port words one pass streams: each matrix once, its tail word padded (the loader's rule), by hand from the
+    shape."""
+    a, b = arch, port_bits // 8
+    qkv = (a["heads"] + 2 * a["kv_heads"]) * a["head_dim"]
+    per_layer = [qkv * a["hidden"], a["hidden"] * a["heads"] * a["head_dim"], 2 * a["intermediate"] * a["hidden"],
+                 a["hidden"] * a["intermediate"]]
+    return a["layers"] * sum(-(-n // b) for n in per_layer) + -(-a["vocab"] * a["hidden"] // b)
+
+
+def batch_schedule(sequences: list[list[tuple]], batch: int, stagger: int = 2) -> list:
+    """A script of passes over ``batch`` slots: slot b first takes a sequence at pass stagger * b; a sequence runs
+    one command a pass and leaves its slot after its last, and the next waiting one joins that slot at the next
+    pass. Returns script items: ("reset", slot) or [(slot, sequence, command index), ...] (one pass)."""
+    waiting = list(range(len(sequences)))
+    slots: list[list[int] | None] = [None] * batch        # [sequence, next command] per slot
+    script, p = [], 0
+    while waiting or any(slots):
+        for b in range(batch):
+            if slots[b] is None and waiting and p >= stagger * b:
+                slots[b] = [waiting.pop(0), 0]
+                script.append(("reset", b))
+        step = []
+        for b, s in enumerate(slots):
+            if s is not None:
+                step.append((b, s[0], s[1]))
+                s[1] += 1
+                if s[1] == len(sequences[s[0]]):
+                    slots[b] = None
+        script.append(step)
+        p += 1
+    return script
+
+
+def run_batch_script(tb: Path, src: Path, sequences: list[list[tuple]], script: list, workdir: Path, n_taps: int):
+    """Run a pass script through the batch testbench. Returns (rows per (sequence, command): the batch-1
+    testbench's columns, taps per (sequence, command) that wrote, (writers, words) per pass)."""
+    lines = []
+    for item in script:
+        if isinstance(item, tuple):
+            lines.append(f"reset {item[1]}")
+        else:
+            lines.append(f"pass {len(item)}")
+            lines += [f"{b} " + " ".join(str(int(v)) for v in sequences[s][i]) for b, s, i in item]
+    (workdir / "batch_script.txt").write_text("\n".join(lines) + "\n")
+    out, passes, taps = workdir / "batch_out.txt", workdir / "batch_passes.txt", workdir / "batch_taps.bin"
+    r = subprocess.run([str(tb), str(src), str(workdir / "batch_script.txt"), str(out), str(passes), str(taps)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise UserError(f"batch C simulation failed (exit {r.returncode}): {r.stderr.strip()[:200]}")
+    emitted = [(b, s, i) for item in script if not isinstance(item, tuple) for b, s, i in item]
+    raw = [list(map(int, ln.split())) for ln in out.read_text().splitlines()]
+    records = np.fromfile(taps, dtype=np.uint64).reshape(-1, n_taps + 1)
+    rows, hashes, k = {}, {}, 0
+    for (b, s, i), row in zip(emitted, raw, strict=True):
+        if row[0] != b:
+            raise UserError(f"batch C simulation: a row of slot {row[0]} where slot {b} was expected")
+        rows[s, i] = row[1:]
+        if row[2] == 1:                                          # wr_en: the token went through the weight pass
+            if int(records[k, 0]) != b:
+                raise UserError(f"batch C simulation: taps of slot {int(records[k, 0])} where slot {b} was expected")
+            hashes[s, i] = records[k, 1:]
+            k += 1
+    pass_rows = [tuple(map(int, ln.split())) for ln in passes.read_text().splitlines()]
+    return rows, hashes, pass_rows
+
+
+def check_batch(tb_batch, tb, src, sequences: list[list[tuple]], batch: int, words_per_pass: int, workdir: Path,
+                n_taps: int, stagger: int = 2) -> dict:
+    """``sequences`` (command lists) through the batch-B kernel, joining and leaving its slots between passes, each
+    row and accumulator hash against the batch-1 kernel running the same sequence alone; every pass that writes
+    streams the weights once (``words_per_pass``), whatever its number of sequences."""
+    t0 = time.time()
+    script = batch_schedule(sequences, batch, stagger)
+    rows, hashes, passes = run_batch_script(tb_batch, src, sequences, script, workdir, n_taps)
+    solo: list[tuple[list, np.ndarray]] = []
+    for cmds in sequences:                                       # the reference: each sequence alone, batch 1
+        out, h = run_script(tb, src, ["reset", *cmds], workdir, n_taps)
+        solo.append((out, h))
+    tokens_ok = pointers_ok = True
+    taps_compared = taps_match = 0
+    for s, (out, h) in enumerate(solo):
+        written = 0
+        for i, want in enumerate(out):
+            got = rows[s, i]
+            tokens_ok &= (got[3], got[4]) == (want[3], want[4])
+            pointers_ok &= (got[0], got[1], got[2], got[5], got[6], got[7]) == (want[0], want[1], want[2], want[5],
+                                                                                  want[6], want[7])
+            if want[1] == 1:
+                taps_compared += n_taps
+                if (s, i) in hashes:
+                    taps_match += int((hashes[s, i] == h[written]).sum())
+                written += 1
+    occupancy = [w for w, _ in passes]
+    weights_once = all(words == (words_per_pass if w else 0) for w, words in passes)
+    row = {"scenario": "batch", "prompt": -1, "batch": batch, "passes": sum(1 for w in occupancy if w),
+           "max_sequences": max(occupancy, default=0), "sequences": len(sequences),
+           "tokens_in": sum(occupancy), "tokens_generated": sum(1 for cmds in sequences for c in cmds if c[0] == SPEC),
+           "tokens_match": bool(tokens_ok), "taps_compared": taps_compared, "taps_match": taps_match,
+           "pointers_match": bool(pointers_ok), "weights_once": bool(weights_once), "wall_s": time.time() - t0}
+    log.info("csim batch %d: %d sequences in %d passes (up to %d a pass), tokens %s, %d/%d accumulators, pointers %s, "
+             "weights once a pass %s (%.1fs)", batch, len(sequences), row["passes"], row["max_sequences"],
+             "match" if tokens_ok else "DIFFER", taps_match, taps_compared, "match" if pointers_ok else "DIFFER",
+             "yes" if weights_once else "NO", row["wall_s"])
+    return row
+
+
+def batch_sequences(model, prompts: list[list[int]], batch: int, eos, max_new: int) -> list[list[tuple]]:
+    """Command lists for a batch check: 2 x batch greedy sequences of different prompts and lengths (prefill by
+    decode, then speculation) with the two KVMU scenarios among them (accept, rollback, re-initialisation after a
+    backtrack), so that sequences roll back while others continue."""
+    seqs = []
+    for i in range(2 * batch):
+        ids = prompts[i % len(prompts)][: len(prompts[i % len(prompts)]) - (i // len(prompts)) % 3]
+        new = 2 + (7 * i) % max(3, max_new)
+        seqs.append([(INIT, 0, 0, 0, t) for t in ids] + [(SPEC, 0, 0, 0, 0)] * new)
+    scenarios = [cmds for _, cmds, _ in kvmu_scenarios(model, prompts[0], eos)]
+    seqs.insert(min(1, len(seqs)), scenarios[0])
+    seqs.insert(len(seqs) // 2, scenarios[1])
+    return seqs

@@ -29,16 +29,21 @@ from heterospec.ids import draft_model_id
 from heterospec.paths import RunPaths
 from heterospec.store import versioned, write_parquet
 
-HLS_CSIM_SCHEMA = versioned("hls_csim", 1, [
+HLS_CSIM_SCHEMA = versioned("hls_csim", 2, [
     pa.field("run", pa.string()), pa.field("board", pa.string()),
-    pa.field("scenario", pa.string()),              # greedy | kvmu_accept_rollback | kvmu_reinit
-    pa.field("prompt", pa.int32()),
+    pa.field("scenario", pa.string()),              # greedy | kvmu_accept_rollback | kvmu_reinit | batch
+    pa.field("batch", pa.int32()),                  # sequences per weight pass of the kernel run (1: the batch-1 design)
+    pa.field("prompt", pa.int32()),                 # -1 for a batch row (its sequences are many prompts)
+    pa.field("sequences", pa.int32()),              # sequences run (a batch row: through its slots, joining and leaving)
+    pa.field("passes", pa.int32()),                 # weight passes (batch 1: one per token processed)
+    pa.field("max_sequences", pa.int32()),          # most sequences one pass advanced
     pa.field("tokens_in", pa.int32()),              # tokens the kernel processed (one call each)
     pa.field("tokens_generated", pa.int32()),
-    pa.field("tokens_match", pa.bool_()),           # every sampled token equals the torch int8 reference's
+    pa.field("tokens_match", pa.bool_()),           # every sampled token equals the reference's (batch: the batch-1 kernel's)
     pa.field("taps_compared", pa.int32()),          # accumulator vectors compared (hashes)
     pa.field("taps_match", pa.int32()),
-    pa.field("pointers_match", pa.bool_()),         # KVMU registers equal the golden model's
+    pa.field("pointers_match", pa.bool_()),         # KVMU registers equal the golden model's (batch: the batch-1 kernel's)
+    pa.field("weights_once", pa.bool_()),           # batch: each pass streamed every weight word once (null: batch 1)
     pa.field("bit_exact", pa.bool_()),
     pa.field("wall_s", pa.float64()),
 ])
@@ -67,14 +72,16 @@ def codegen(cfg, paths: RunPaths, board: str, export: Path, out: Path) -> dict:
     d = Design.of(dict(cfg.hls.pipeline))
     memory(device(board, cfg), d.memory)
     m = generate(Path(export).parent, out, board, cfg.hls.kernel.rows, cfg.hls.kernel.cols, cfg.hls.kvmu_pointer_bits,
-                 d.port_bits, d.dataflow, d.prefetch_words, paths.root.parent)
+                 d.port_bits, d.dataflow, d.prefetch_words, paths.root.parent, cfg.hls.kernel.batch)
     print(f"[hls] {board}: kernel sources in {Path(out).parent} ({m['int8_bytes']:,} int8 weight bytes, "
-          f"engines {m['rows']}x{m['cols']}, {m['port_bits']}-bit ports, {'dataflow' if m['dataflow'] else 'serial'})")
+          f"engines {m['rows']}x{m['cols']}, {m['port_bits']}-bit ports, {'dataflow' if m['dataflow'] else 'serial'}, "
+          f"{m.get('batch', 1)} sequence{'s' if m.get('batch', 1) > 1 else ''} per weight pass)")
     return m
 
 
 def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -> list[dict]:
-    from heterospec.hls.csim import check_greedy, check_kvmu, compile_kernel
+    from heterospec.hls.csim import (batch_sequences, check_batch, check_greedy, check_kvmu, compile_batch,
+                                     compile_kernel, weight_words)
     from heterospec.models.loading import load_tokenizer
     from heterospec.models.prompts import format_prompt
     from heterospec.quantize.model import load_quantized_draft
@@ -97,16 +104,37 @@ def csim(cfg, paths: RunPaths, board: str, kernel: Path, out: Path, overrides) -
     rows = check_greedy(tb, src, model, prompts, cfg.hls.csim_max_new_tokens, tok.eos_token_id, build)
     rows += check_kvmu(tb, src, model, prompts[0], tok.eos_token_id, build, man["pointer_bits"])
     for r in rows:
+        r.update(batch=1, sequences=1, passes=r["tokens_in"], max_sequences=1, weights_once=None)
+    n_taps, words = model.arch["layers"] * 6 + 1, weight_words(man["arch"], man["port_bits"])
+    for b in batch_sizes(cfg.hls.csim_batches, man.get("batch", 1)):
+        seqs = batch_sequences(model, prompts, b, tok.eos_token_id, cfg.hls.csim_max_new_tokens)
+        rows.append(check_batch(compile_batch(src, build, b, cfg.hls.cxx), tb, src, seqs, b, words, build, n_taps))
+    for r in rows:
         r.update(run=cfg.name, board=board,
-                 bit_exact=bool(r["tokens_match"] and r["taps_match"] == r["taps_compared"] and r["pointers_match"]))
+                 bit_exact=bool(r["tokens_match"] and r["taps_match"] == r["taps_compared"] and r["pointers_match"]
+                                and r["weights_once"] is not False))
     write_parquet(rows, out, HLS_CSIM_SCHEMA)
     greedy = [r for r in rows if r["scenario"] == "greedy"]
     print(f"[hls] {board}: C simulation bit-exact on {sum(r['bit_exact'] for r in greedy)}/{len(greedy)} prompts "
           f"({sum(r['tokens_generated'] for r in greedy)} tokens, {sum(r['taps_match'] for r in greedy):,}/"
           f"{sum(r['taps_compared'] for r in greedy):,} accumulator vectors); KVMU scenarios: "
-          + ", ".join(f"{r['scenario']} {'ok' if r['bit_exact'] else 'MISMATCH'}" for r in rows if r["scenario"] != "greedy")
+          + ", ".join(f"{r['scenario']} {'ok' if r['bit_exact'] else 'MISMATCH'}" for r in rows
+                      if r["scenario"].startswith("kvmu"))
           + f" ({time.time() - t0:.1f}s)")
+    batches = [r for r in rows if r["scenario"] == "batch"]
+    if batches:
+        print(f"[hls] {board}: batch kernel against batch 1, sequences joining and leaving: "
+              + ", ".join(f"B={r['batch']} {'bit-exact' if r['bit_exact'] else 'MISMATCH'} ({r['sequences']} sequences, "
+                          f"{r['passes']} passes)" for r in batches))
     return rows
+
+
+def batch_sizes(sizes, design_batch: int) -> list[int]:
+    """The batch sizes the C simulation checks: ``hls.csim_batches`` for a batch-1 design; a batch-B design point
+    runs its own kernel (B slots) with up to B sequences a pass."""
+    if design_batch > 1:
+        return [design_batch]
+    return sorted({int(b) for b in sizes})
 
 
 def model(cfg, export, perf_out, breakdown_out, res_out) -> None:

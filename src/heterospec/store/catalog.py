@@ -96,8 +96,13 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
         SELECT run, board, count(*) FILTER (scenario = 'greedy') AS prompts,
                count(*) FILTER (scenario = 'greedy' AND bit_exact) AS bit_exact_prompts,
                sum(tokens_generated) FILTER (scenario = 'greedy') AS tokens,
-               sum(taps_match) AS accumulators_matching, sum(taps_compared) AS accumulators,
-               bool_and(bit_exact) FILTER (scenario LIKE 'kvmu%') AS kvmu_modes_ok
+               sum(taps_match) FILTER (scenario <> 'batch') AS accumulators_matching,
+               sum(taps_compared) FILTER (scenario <> 'batch') AS accumulators,
+               bool_and(bit_exact) FILTER (scenario LIKE 'kvmu%') AS kvmu_modes_ok,
+               string_agg(batch::VARCHAR, ', ' ORDER BY batch) FILTER (scenario = 'batch' AND bit_exact)
+                   AS batches_bit_exact,
+               string_agg(batch::VARCHAR, ', ' ORDER BY batch) FILTER (scenario = 'batch' AND NOT bit_exact)
+                   AS batches_differing
         FROM hls_csim GROUP BY ALL ORDER BY run, board"""),
     "accuracy": (("evaluations",), """
         SELECT run, experiment, models, dataset, method,
