@@ -323,3 +323,48 @@ def test_the_library_is_built_once_per_digest_of_its_sources(kernel, tmp_path, c
     other = build_library(own, tmp_path / "lib")
     assert other != lib and other.is_file() and sorted(p.name for p in (tmp_path / "lib").iterdir()) == \
         sorted([lib.name, other.name])
+
+
+def test_the_batch_library_runs_passes_that_equal_the_batch_one_library_per_slot(kernel):
+    """The host library of the batch-4 kernel: four sequences, one joining slot 1 again after the first left it,
+    a rollback in one slot while the others speculate; every slot's outputs and registers after each pass equal the
+    batch-1 library running that sequence alone, each writing pass streams the weights once, a bad slot is one
+    line."""
+    from heterospec.hls.csim import weight_words
+    from heterospec.hls.kernel_lib import BatchKernel, build_batch_library
+    from heterospec.hls.kvmu import ACCEPT as K_ACCEPT, INIT as K_INIT, ROLLBACK as K_ROLLBACK, SPEC as K_SPEC
+    _, _, _, src, lib = kernel
+    man = json.loads((src / "kernel.json").read_text())
+    batch = BatchKernel(build_batch_library(src, 4), src)
+    assert batch.batch == 4
+    prompts = [[5, 9, 13], [7, 8], [21, 3, 4, 40, 2], [11]]
+    seqs = [[(K_INIT, 0, 0, 0, t) for t in p] + [(K_SPEC, 0, 0, 0, 0)] * (3 + i) for i, p in enumerate(prompts)]
+    seqs[2] += [(K_SPEC, 1, 0, 0, 0), (K_ACCEPT, 0, 0, 0, 0), (K_SPEC, 0, 0, 0, 0), (K_ROLLBACK, 0, 0, 0, 0),
+                (K_SPEC, 0, 0, 0, 0)]
+    seqs.append([(K_INIT, 0, 0, 0, 17), (K_SPEC, 0, 0, 0, 0), (K_SPEC, 0, 0, 0, 0)])   # joins slot 1 after seq 1
+    slots = {0: 0, 1: 1, 2: 2, 3: 3}                       # slot -> sequence
+    nxt, got = [0] * len(seqs), {s: [] for s in range(len(seqs))}
+    for s in slots:
+        batch.join(s)
+    writing = 0
+    while slots:
+        out = batch.run_pass({b: seqs[s][nxt[s]] for b, s in slots.items()})
+        writing += any(o["wr_en"] for o in out.values())
+        for b, o in out.items():
+            s = slots[b]
+            got[s].append(o)
+            nxt[s] += 1
+            if nxt[s] == len(seqs[s]):
+                del slots[b]
+                if s == 1:
+                    batch.join(1)
+                    slots[1] = 4
+    for s, cmds in enumerate(seqs):
+        alone = KernelInstance(lib, src)
+        alone.reset()
+        assert got[s] == [alone.step(*c) for c in cmds], s
+    assert batch.passes == writing and batch.weight_words == writing * weight_words(man["arch"], man["port_bits"])
+    with pytest.raises(UserError, match="slots 0 to 3"):
+        batch.run_pass({4: (K_SPEC, 0, 0, 0, 0)})
+    with pytest.raises(UserError, match="slot 9"):
+        batch.join(9)

@@ -168,27 +168,19 @@ def check_kvmu(tb, src, model, ids: list[int], eos, workdir: Path, pointer_bits:
 
 
 # ----------------------------------------------------------------------------- the batch-B kernel
-BATCH_SOURCES = ("draft_batch.h", "draft_batch.cpp", "tb_batch.cpp")
-
-
 def compile_batch(src: Path, build: Path, batch: int, cxx: str = "g++") -> Path:
     """The batch-B testbench against the design in ``src``: its own batch sources when it is a batch design point
     (``HS_BATCH`` in its header), else the templates' at ``HS_BATCH=batch`` (the batch-1 design's sources are the
     kernel's tasks both run)."""
-    from heterospec.hls.codegen import TEMPLATES
+    from heterospec.hls.kernel_lib import batch_build_sources
     exe = shutil.which(cxx)
     if exe is None:
         raise UserError(f"C++ compiler '{cxx}' not found (hls.cxx); install g++ or point hls.cxx at a compiler")
-    own = (Path(src) / "draft_batch.cpp").is_file()
     folder = Path(build) / f"batch_{batch}"
-    folder.mkdir(parents=True, exist_ok=True)
-    if not own:                   # copied beside the build, so that draft_kernel.cpp/.h come from the design
-        for name in BATCH_SOURCES:
-            shutil.copy(TEMPLATES / name, folder / name)
-    where = Path(src) if own else folder
+    where, defines = batch_build_sources(src, folder, batch, ("tb_batch.cpp",))
     out = folder / "tb_batch"
-    cmd = [exe, *CXXFLAGS, *([] if own else [f"-DHS_BATCH={batch}"]), "-I", str(src), "-o", str(out),
-           str(where / "tb_batch.cpp"), str(where / "draft_batch.cpp")]
+    cmd = [exe, *CXXFLAGS, *defines, "-I", str(src), "-o", str(out), str(folder / "tb_batch.cpp"),
+           str(where / "draft_batch.cpp")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         first = next((ln for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip()[:200])
