@@ -176,6 +176,14 @@ def port_rate(design: Design, board: Device, clock_mhz: float) -> float:
     return min(design.port_bits / 8, share * ch_gbs * 1e9 * design.memory_efficiency / (clock_mhz * 1e6))
 
 
+def matrix_cycles(o: int, k: int, macs: int, batch: int, weight_bytes: float, w_port: float) -> float:
+    """Cycles of one ``o x k`` matrix for ``batch`` sequences on an engine of ``macs`` MACs a cycle fed its
+    ``weight_bytes`` at ``w_port`` bytes a cycle: the larger of the MAC array's time and the stream's (the serial
+    model's term per matrix; the dataflow model sums each side over a layer). The RTL engine
+    (:mod:`heterospec.hls.mv_rtl`) measures it."""
+    return max(o * k / macs * batch, weight_bytes / w_port)
+
+
 def token_cycles(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: float, design: Design | dict,
                  context: int, lm_head: bool = True, batch: int = 1) -> dict[str, float]:
     """Cycles of one decoded token at ``context`` tokens already cached, by component (of one pass advancing
@@ -206,7 +214,7 @@ def token_cycles(arch: Arch, rows: int, cols: int, board: Device, clock_mhz: flo
     c: dict[str, float] = {}
     if not d.dataflow:
         c["weights"] = sum((1 if n == "lm_head" else arch.layers) *
-                           max(o * k / macs * batch, d.matrix_bytes(o, k) / w_port) for n, o, k in mats)
+                           matrix_cycles(o, k, macs, batch, d.matrix_bytes(o, k), w_port) for n, o, k in mats)
         c["stage_latency"] = arch.layers * fills + final - 2 * H / lanes * batch
         c["vector"] = arch.layers * vec + 2 * H / lanes * batch
         c["attention"] = arch.layers * attention

