@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from heterospec.config import compose_config
-from heterospec.hls.engine_check import RESOURCES, measure
+from heterospec.hls.engine_check import SYNTH_COUNTS, measure
 from heterospec.hls.mv_rtl import EngineShape
 
 BATCHES = (1, 4, 16)
@@ -41,10 +41,10 @@ def main() -> None:
     print(f"\nresources (Yosys synth_xilinx -family xcup, in {out}) against the resource model "
           f"(hls.resources: {unit['macs_per_dsp_dsp48e2']:g} MACs/DSP48E2, {unit['lut_per_mac']:g} LUT and "
           f"{unit['ff_per_mac']:g} FF a MAC)")
-    print("   B  " + "  ".join(f"{r:>22}" for r in RESOURCES))
+    print("   B  " + "  ".join(f"{r:>22}" for r in SYNTH_COUNTS))
     for r in rows:
         cells = []
-        for k in RESOURCES:
+        for k in SYNTH_COUNTS:
             m, s = r[f"model_{k}"], r[f"synth_{k}"]
             err = f"{100 * (s / m - 1):+5.0f} %" if m else "      "
             cells.append(f"{s:>7g} / {m:>6g} {err}")

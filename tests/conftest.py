@@ -169,3 +169,24 @@ def tiny():
     cfg = Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128)
     return Qwen2ForCausalLM(cfg).eval(), tok
+
+
+def collect_and_serve(cfg, paths, overrides: list[str]) -> dict:
+    """In the run's tree: the sequential BRSD collect the serving outputs must equal, the serving run (worker
+    processes) and its validation; the serving tables."""
+    from heterospec.collect import merge, run_shard
+    from heterospec.reasoning.serving_schemas import SERVING_TABLES
+    from heterospec.replay.validation.against_serving import validate
+    from heterospec.serve import run_stage
+    from heterospec.store import read_parquet
+
+    cwd = os.getcwd()
+    os.chdir(paths.root.parent.parent)
+    try:
+        run_shard(cfg, paths, overrides, "synthetic", "brsd", "sequential", "0of1", processes=False)
+        merge(paths, "synthetic", "brsd", "sequential", 1)
+        run_stage(cfg, paths, overrides, processes=True)
+        validate(cfg, paths)
+    finally:
+        os.chdir(cwd)
+    return {t: read_parquet(paths.serving_table(t), s) for t, s in SERVING_TABLES.items()}

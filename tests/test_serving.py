@@ -19,8 +19,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from conftest import run_cmd
-from heterospec.collect import merge, run_shard
+from conftest import collect_and_serve, run_cmd
 from heterospec.config import compose_config
 from heterospec.config.serving_checks import check_serving
 from heterospec.errors import UserError
@@ -28,8 +27,8 @@ from heterospec.models.batching import feed_batch
 from heterospec.models.prefix_cache import PrefixCache
 from heterospec.reasoning.serving_schemas import SERVING_TABLES
 from heterospec.replay.validation.against_serving import (SERVING_OUTPUTS_SCHEMA, SERVING_VALIDATION_SCHEMA, host_ms, load_summary, outputs,
-                                               reference_tables, validate)
-from heterospec.serve import check_kv_room, run_stage
+                                               reference_tables)
+from heterospec.serve import check_kv_room
 from heterospec.store import read_parquet
 
 # small bounds so that they bind: more requests wait than a pass may take
@@ -66,16 +65,7 @@ def served(trained_models, tmp_path_factory):
     """The ci trio's sequential BRSD collect of 4 problems, then a serving run of them (worker processes) at two loads,
     twice, and its validation: ``(cfg, paths, serving tables)``."""
     cfg, paths = trained_models.run(OVERRIDES)
-    cwd = os.getcwd()
-    os.chdir(paths.root.parent.parent)
-    try:
-        run_shard(cfg, paths, OVERRIDES, "synthetic", "brsd", "sequential", "0of1", processes=False)
-        merge(paths, "synthetic", "brsd", "sequential", 1)
-        run_stage(cfg, paths, OVERRIDES, processes=True)
-        validate(cfg, paths)
-    finally:
-        os.chdir(cwd)
-    return cfg, paths, {t: read_parquet(paths.serving_table(t), s) for t, s in SERVING_TABLES.items()}
+    return cfg, paths, collect_and_serve(cfg, paths, OVERRIDES)
 
 
 def test_served_requests_reason_as_the_sequential_executor(served):
@@ -84,8 +74,9 @@ def test_served_requests_reason_as_the_sequential_executor(served):
     assert len(rows) == 2 * 2 * 6
     for r in rows:
         assert (r["identical_answer"], r["identical_output"], r["identical_steps"], r["identical_verdicts"],
-                r["identical_calls"]) == (True,) * 5, r
+                r["identical_calls"], r["identical_kvmu"]) == (True,) * 6, r
         assert r["max_score_diff"] < 1e-5
+    assert len(tables["kvmu"]) > 0
     # not vacuous: requests shared passes, and the PRM both accepted and rejected
     passes = tables["passes"].to_pylist()
     assert any(p["batch"] > 1 for p in passes if p["role"] == "prm")
@@ -95,7 +86,8 @@ def test_served_requests_reason_as_the_sequential_executor(served):
 
 
 def test_a_changed_reference_is_found(served):
-    """The outputs check fails a request whose sequential trace differs in one PRM verdict or one call's tokens."""
+    """The outputs check fails a request whose sequential trace differs in one PRM verdict, one call's tokens or one
+    KVMU transition."""
     cfg, paths, tables = served
     ref = reference_tables(paths, "synthetic", "brsd")
     calls = ref["calls"].to_pylist()
@@ -109,6 +101,12 @@ def test_a_changed_reference_is_found(served):
     assert hit and not any(r["identical_verdicts"] for r in hit)
     assert not any(r["identical_calls"] for r in rows if r["problem_id"] == calls[j]["problem_id"])
     assert all(r["identical_verdicts"] for r in rows if r["problem_id"] not in (calls[i]["problem_id"],))
+    kvmu = ref["kvmu"].to_pylist()                     # one KVMU transition's pointer moved
+    kvmu[3]["valid"] += 1
+    rows = outputs(tables, {**ref, "kvmu": pa.Table.from_pylist(kvmu, schema=ref["kvmu"].schema)})
+    assert [r["problem_id"] for r in rows if not r["identical_kvmu"]] == \
+        [r["problem_id"] for r in rows if r["problem_id"] == kvmu[3]["problem_id"]]
+    assert all(r["identical_calls"] for r in rows)
 
 
 def test_queues_keep_their_policies(served):
@@ -258,8 +256,6 @@ def test_load_errors_interval_covers_the_error_of_a_noisy_replay():
     ("serving.loads=[1.0,-0.5]", "config error: serving.loads[1]=-0.5 must be > 0"),
     ("serving.loads=[0]", "config error: serving.loads[0]=0.0 must be > 0"),
     ("serving.max_batch.target=0", "config error: serving.max_batch.target=0 must be >= 1"),
-    ("collect.draft=u280", "collect.draft=u280: a serving run keeps one draft KV cache per request in flight, which "
-                           "the generated kernel does not; serve with collect.draft=model or w8a8"),
     ("serving.arrivals=closed serving.loads=[2.5]", "serving.loads[0]: 2.5, expected a whole number of clients >= 1 "
                                                     "(arrivals=closed)"),
 ])

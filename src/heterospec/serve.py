@@ -23,6 +23,7 @@ from heterospec import stage
 from heterospec.arrivals import Arrivals, open_times, request_order
 from heterospec.config import compose_config, dataset_config
 from heterospec.config.collect_variants import draft_implementation
+from heterospec.config.drafts import is_board
 from heterospec.config.digest import digest
 from heterospec.config.serving_checks import ROLES, check_serving, load_points, serving_dataset
 from heterospec.errors import UserError
@@ -78,19 +79,31 @@ def check_kv_room(cfg, role: str, model_config: dict) -> None:
                         f"cache; the {role}'s device ({device.name}) holds {have_gb:g} GB")
 
 
-def _checkpoints(cfg, paths: RunPaths) -> dict[str, str]:
+def _checkpoints(cfg, paths: RunPaths) -> tuple[dict[str, str], dict]:
+    """(each role's checkpoint, the decoding recipes): a board's kernel drafts as a batch kernel with a slot for
+    every request of a load-point run (heterospec.hls.kernel_serving)."""
     from heterospec.models.role_manifest import read_manifest
 
     checkpoints = {r: read_manifest(paths.model_manifest(r))["path"] for r in ROLES}
-    if draft_implementation(cfg) == "w8a8":
+    decodings = {}
+    impl = draft_implementation(cfg)
+    if impl == "w8a8":
         if not paths.quantized_draft.exists():
             raise UserError(f"collect.draft=w8a8 but {paths.quantized_draft} does not exist; run the quantize stage first")
         checkpoints["draft"] = str(paths.quantized_draft.parent.resolve())
+    elif is_board(impl):
+        from dataclasses import replace
+        from heterospec.hls.kernel_draft import kernel_recipe
+        from heterospec.hls.kernel_lib import build_batch_library
+        checkpoints["draft"], recipe = kernel_recipe(cfg, paths, impl)
+        slots = max(int(cfg.serving.requests), int(cfg.serving.max_batch.draft))
+        lib = build_batch_library(Path(recipe.kernel_dir), slots, cxx=cfg.hls.cxx)
+        decodings["draft"] = replace(recipe, batch_library=str(lib))
     for r in ROLES:
         config = Path(checkpoints[r]) / "config.json"
         if config.is_file():
             check_kv_room(cfg, r, json.loads(config.read_text()))
-    return checkpoints
+    return checkpoints, decodings
 
 
 def run_stage(cfg, paths: RunPaths, overrides: list[str], processes: bool = True) -> dict[str, Path]:
@@ -125,8 +138,9 @@ def _serve_runs(cfg, paths, alg, problems, points, todo, journal, processes) -> 
 
     s = cfg.serving
     batch = {r: int(s.max_batch[r]) for r in ROLES}
-    with Session(cfg, _checkpoints(cfg, paths), processes=processes, threads=cfg.collect.threads_per_role, alg=alg,
-                 serving=batch) as session:
+    checkpoints, decodings = _checkpoints(cfg, paths)
+    with Session(cfg, checkpoints, processes=processes, threads=cfg.collect.threads_per_role, alg=alg,
+                 serving=batch, decodings=decodings) as session:
         prompts = [session.prompt_ids(p.question) for p in problems]
 
         def requests(order: list[int], times: list[float]) -> list[ServedRequest]:
@@ -178,6 +192,7 @@ def _run_rows(meta: dict, reqs, results: dict, records: list[dict], t0: int) -> 
                                     **{f"{r}_queue_s": queued[r] for r in ROLES}, **problem))
         out["calls"] += [dict(**keys, request=req.index, **c) for c in rows["calls"]]
         out["steps"] += [dict(**keys, request=req.index, **st) for st in rows["steps"]]
+        out["kvmu"] += [dict(**keys, request=req.index, **k) for k in rows["kvmu"]]
     out["passes"] = [dict(**keys, role=p["role"], seq=p["seq"], phase=p["phase"], batch=len(p["requests"]),
                           requests=p["requests"], held=p["held"], fed=p["fed"], start_ns=p["start_ns"] - t0,
                           end_ns=p["end_ns"] - t0, cpu_ns=p["cpu_ns"], forwards=p["forwards"]) for p in records]
@@ -191,7 +206,7 @@ def _merge(cfg, paths: RunPaths, dataset: str, runs, journal: Path) -> dict[str,
     for rep, li in runs:
         rows = json.loads((journal / f"run-{li}-{rep}.json").read_text())
         for t in SERVING_TABLES:
-            tables[t] += [{**fields, **r} for r in rows[t]]
+            tables[t] += [{**fields, **r} for r in rows.get(t, [])]
     out = {t: write_parquet(tables[t], paths.serving_table(t), schema) for t, schema in SERVING_TABLES.items()}
     n = len(tables["requests"])
     log.info("served %d requests in %d load-point runs; %.1f%% correct", n, len(runs),

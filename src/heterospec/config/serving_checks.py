@@ -7,12 +7,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from heterospec.config.collect_variants import draft_implementation, is_variant
+from heterospec.config.drafts import is_board
 from heterospec.errors import UserError
 from heterospec.arrivals import ARRIVAL_KINDS
 from heterospec.trio import ROLES
 
 BATCHING_DRAFTS = ("model",)        # draft implementations with a batched forward pass (the float checkpoint)
-LANE_DRAFTS = ("model", "w8a8")     # ... and those that can keep one KV cache per request in flight
+LANE_DRAFTS = ("model", "w8a8")     # ... and those that can keep one KV cache per request in flight (and a board's
+                                    # kernel: a slot of the batch kernel per request, heterospec.hls.kernel_serving)
 
 
 def serving_dataset(cfg: DictConfig) -> str:
@@ -63,9 +65,9 @@ def check_serving(cfg: DictConfig) -> None:
     if extra:
         raise UserError(f"serving.max_batch.{extra[0]}: not a role; expected keys {list(ROLES)}")
     draft = draft_implementation(cfg)
-    if draft not in LANE_DRAFTS:
-        raise UserError(f"collect.draft={draft}: a serving run keeps one draft KV cache per request in flight, which "
-                        f"the generated kernel does not; serve with collect.draft=model or w8a8")
-    if int(s.max_batch.draft) > 1 and draft not in BATCHING_DRAFTS:
+    if draft not in LANE_DRAFTS and not is_board(draft):
+        raise UserError(f"collect.draft={draft}: a serving run keeps one draft KV cache per request in flight; "
+                        f"serve with collect.draft=model, w8a8 or a board of hls.boards (its kernel's slots)")
+    if int(s.max_batch.draft) > 1 and draft not in BATCHING_DRAFTS and not is_board(draft):
         raise UserError(f"serving.max_batch.draft: {s.max_batch.draft}, but collect.draft={draft} cannot batch "
                         f"(one sequence per pass); use 1, or collect.draft=model")

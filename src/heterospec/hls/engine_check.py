@@ -16,7 +16,7 @@ import numpy as np
 from heterospec.hls.mv_rtl import EngineShape, simulate, to_verilog
 from heterospec.hls.perf import matrix_cycles
 
-RESOURCES = ("dsp", "lut", "ff", "lutram", "bram36")
+SYNTH_COUNTS = ("dsp", "lut", "ff", "lutram", "bram36")
 
 
 def model_cycles(shape: EngineShape) -> float:
@@ -52,7 +52,7 @@ def measure(shape: EngineShape, unit: dict, workdir: Path | None = None, seed: i
     if workdir is not None:
         from heterospec.hls.rtl import synthesize
         synth = synthesize(to_verilog(shape), "mv_engine", Path(workdir) / f"mv_b{shape.batch}")
-    for r in RESOURCES:
+    for r in SYNTH_COUNTS:
         row[f"model_{r}"] = model[r]
         row[f"synth_{r}"] = None if synth is None else synth[r]
     return row

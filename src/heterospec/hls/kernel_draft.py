@@ -250,9 +250,36 @@ class KernelRecipe:
     board: str
     board_ms: tuple[float, ...] = ()
     kind: str = "kernel"
+    batch_library: str = ""        # a serving run's draft: the batch kernel's library (kernel_lib.build_batch_library)
 
     def build(self, spec) -> KernelDecoding:
         """The decoding for ``spec`` (a draft role); one line when the kernel was made for another draft."""
+        self._check(spec)
+        return KernelDecoding(KernelInstance(Path(self.library), Path(self.kernel_dir)), str(self.kernel_dir),
+                              self.board_ms)
+
+    def serving_role(self, spec):
+        """A serving worker's draft (:mod:`heterospec.hls.kernel_serving`): every request in flight a slot of the
+        batch kernel, up to ``spec.serving`` commands a pass."""
+        from heterospec.hls.kernel_lib import BatchKernel
+        from heterospec.hls.kernel_serving import KernelBatchWriter
+        from heterospec.models.loading import load_tokenizer
+        from heterospec.reasoning.roles import StepWriter
+
+        self._check(spec)
+        if not self.batch_library:
+            raise UserError(f"the kernel draft ({self.kernel_dir}) has no batch library for serving; serve through "
+                            f"python -m heterospec.serve, which builds it")
+        kernel = BatchKernel(Path(self.batch_library), Path(self.kernel_dir))
+        tokenizer = load_tokenizer(spec.path, spec.role)
+
+        def make(slot) -> StepWriter:
+            dec = KernelDecoding(slot, str(self.kernel_dir), self.board_ms)
+            return StepWriter(dec, tokenizer, spec.delimiter, dec.kvmu)
+
+        return KernelBatchWriter(kernel, make, max(1, int(spec.serving)))
+
+    def _check(self, spec) -> None:
         from heterospec.hls.codegen import export_digest
 
         if spec.temperature > 0:
@@ -273,8 +300,6 @@ class KernelRecipe:
                             f"regenerate it for this run (python -m heterospec.hls codegen --board {self.board})")
         if man.get("board") != self.board:
             raise UserError(f"{man_path}: generated for board {man.get('board')!r}, the run asks for {self.board!r}")
-        return KernelDecoding(KernelInstance(Path(self.library), Path(self.kernel_dir)), str(self.kernel_dir),
-                              self.board_ms)
 
 
 def kernel_recipe(cfg, paths, board: str) -> tuple[str, KernelRecipe]:

@@ -228,11 +228,14 @@ class BatchScorer:
 
 def build_serving_role(spec):
     """The serving form of ``spec``'s role: the PRM batches its scores; a writer with ``spec.serving`` > 1 batches its
-    writes, with 1 it is a lane (the draft's default). The draft's writers keep the KVMU's log, as in a collect."""
+    writes, with 1 it is a lane (the draft's default). The draft's writers keep the KVMU's log, as in a collect. A
+    decoding recipe with a serving form of its own (the generated kernel: ``serving_role``) builds that."""
     from heterospec.models.decoding import PlainDecoding
     from heterospec.models.loading import load_causal_lm, load_prm, load_tokenizer
     from heterospec.reasoning.kvcache import KVMU
 
+    if spec.decoding is not None and hasattr(spec.decoding, "serving_role"):   # the generated kernel as the draft
+        return spec.decoding.serving_role(spec)
     if spec.role == "prm":
         prm = load_prm(spec.path, device=spec.device, dtype=spec.dtype, prompt=spec.prompt, step_token=spec.step_token)
         return BatchScorer(prm.protocol, prm.model, _pad(prm.tokenizer))

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from heterospec.reasoning.collect_schemas import COLLECT_CALLS_SCHEMA, COLLECT_PROBLEMS_SCHEMA, COLLECT_STEPS_SCHEMA
+from heterospec.reasoning.collect_schemas import (COLLECT_CALLS_SCHEMA, COLLECT_KVMU_SCHEMA, COLLECT_PROBLEMS_SCHEMA,
+                                                  COLLECT_STEPS_SCHEMA)
 from heterospec.store import versioned
 
 _RUN = [
@@ -77,4 +78,8 @@ SERVING_PASSES_SCHEMA = versioned("serving_passes", 1, _RUN + [
     pa.field("forwards", pa.int32()),        # model forwards it stands for: 1; the draft lane's decode call: per token
 ])
 
-SERVING_TABLES = {"requests": SERVING_REQUESTS_SCHEMA, "calls": SERVING_CALLS_SCHEMA, "steps": SERVING_STEPS_SCHEMA, "passes": SERVING_PASSES_SCHEMA}
+# the draft's KVMU log per request, as a collect logs it (the software twin's transitions, or a kernel's registers)
+SERVING_KVMU_SCHEMA = versioned("serving_kvmu", 1, _RUN + _REQUEST + _collect_fields(COLLECT_KVMU_SCHEMA))
+
+SERVING_TABLES = {"requests": SERVING_REQUESTS_SCHEMA, "calls": SERVING_CALLS_SCHEMA, "steps": SERVING_STEPS_SCHEMA,
+                  "passes": SERVING_PASSES_SCHEMA, "kvmu": SERVING_KVMU_SCHEMA}

@@ -62,6 +62,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "serving_calls": "results/*/serving/calls.parquet",
     "serving_steps": "results/*/serving/steps.parquet",
     "serving_passes": "results/*/serving/passes.parquet",
+    "serving_kvmu": "results/*/serving/kvmu.parquet",
     "serving_batch_prices": "results/*/serving/batch_prices.parquet",   # its passes as batch_prices/v1
     "serving_outputs": "results/*/serving/outputs.parquet",
     "serving_validation": "results/*/serving/validation.parquet",
@@ -230,8 +231,9 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
                count(*) FILTER (identical_steps) AS identical_steps,
                count(*) FILTER (identical_verdicts) AS identical_verdicts,
                count(*) FILTER (identical_calls) AS identical_calls,
+               count(*) FILTER (identical_kvmu) AS identical_kvmu,
                round(100 * avg((identical_answer AND identical_output AND identical_steps AND identical_verdicts
-                                AND identical_calls)::INTEGER), 1) AS identical_pct,
+                                AND identical_calls AND identical_kvmu)::INTEGER), 1) AS identical_pct,
                sum(prm_calls) AS prm_calls, max(max_score_diff) AS max_prm_score_diff
         FROM serving_outputs GROUP BY ALL ORDER BY ALL"""),
     # serving: per load point, the measured P50 / P90 latency and throughput (mean of the repeats) against the load

@@ -25,5 +25,5 @@ BATCH_PRICES_SCHEMA = versioned("batch_prices", 1, [
     pa.field("ms_min", pa.float64(), nullable=False),
     pa.field("ms_max", pa.float64(), nullable=False),
     pa.field("repeats", pa.int32(), nullable=False),     # timings the median is taken over
-    pa.field("dtype", pa.string(), nullable=False),      # float32 | bfloat16 | float16 | int8
+    pa.field("dtype", pa.string(), nullable=False),      # float32 | bfloat16 | float16 | int8; a draft: w8a8 | kernel:<board>
 ])

@@ -20,9 +20,12 @@ import pyarrow as pa
 
 from heterospec import stage
 from heterospec.config.serving_checks import serving_dataset
+from heterospec.config.collect_variants import draft_implementation
+from heterospec.config.drafts import is_board
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.reasoning.collect_schemas import COLLECT_CALLS_SCHEMA, COLLECT_PROBLEMS_SCHEMA, COLLECT_STEPS_SCHEMA
+from heterospec.reasoning.collect_schemas import (COLLECT_CALLS_SCHEMA, COLLECT_KVMU_SCHEMA, COLLECT_PROBLEMS_SCHEMA,
+                                                  COLLECT_STEPS_SCHEMA)
 from heterospec.reasoning.serving_schemas import SERVING_TABLES
 from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
 from heterospec.replay.validation.noise import pair_spread
@@ -34,7 +37,7 @@ log = logging.getLogger("heterospec.serving_validate")
 _RUN = [pa.field("run", pa.string()), pa.field("dataset", pa.string()), pa.field("algorithm", pa.string()),
         pa.field("load_index", pa.int32()), pa.field("repeat", pa.int32())]
 
-SERVING_OUTPUTS_SCHEMA = versioned("serving_outputs", 1, _RUN + [
+SERVING_OUTPUTS_SCHEMA = versioned("serving_outputs", 2, _RUN + [
     pa.field("request", pa.int32()),
     pa.field("problem_id", pa.string()),
     pa.field("identical_answer", pa.bool_()),     # the \boxed{} answer
@@ -42,6 +45,7 @@ SERVING_OUTPUTS_SCHEMA = versioned("serving_outputs", 1, _RUN + [
     pa.field("identical_steps", pa.bool_()),      # the controller's steps: position and outcome, in order
     pa.field("identical_verdicts", pa.bool_()),   # every PRM call's verdict, in order
     pa.field("identical_calls", pa.bool_()),      # every call's role, phase, tokens in and out and KV length, in order
+    pa.field("identical_kvmu", pa.bool_()),       # the draft's KVMU log: every transition's mode, pointers and reason
     pa.field("prm_calls", pa.int32()),
     pa.field("max_score_diff", pa.float64()),     # largest |PRM score - the sequential collect's| over its PRM calls
 ])
@@ -121,6 +125,7 @@ def _by(table: pa.Table, keys: tuple[str, ...], order: tuple[str, ...]) -> dict[
 
 
 _CALL = ("role", "phase", "tokens_in", "tokens_out", "kv_len")
+_KVMU = ("mode", "valid", "current", "step_ahead", "reason")
 
 
 def outputs(serving: dict[str, pa.Table], reference: dict[str, pa.Table]) -> list[dict]:
@@ -130,6 +135,8 @@ def outputs(serving: dict[str, pa.Table], reference: dict[str, pa.Table]) -> lis
     ref_steps = _by(reference["steps"], ("problem_id",), ("step_idx",))
     calls = _by(serving["calls"], ("load_index", "repeat", "request"), ("step_idx", "start_ns"))
     steps = _by(serving["steps"], ("load_index", "repeat", "request"), ("step_idx",))
+    ref_kvmu = _by(reference["kvmu"], ("problem_id",), ("seq",))
+    kvmu = _by(serving["kvmu"], ("load_index", "repeat", "request"), ("seq",))
     out = []
     for r in serving["requests"].to_pylist():
         pid, key = r["problem_id"], (r["load_index"], r["repeat"], r["request"])
@@ -148,6 +155,8 @@ def outputs(serving: dict[str, pa.Table], reference: dict[str, pa.Table]) -> lis
             identical_verdicts=[c["outcome"] for c in mine if c["role"] == "prm"] ==
                                [c["outcome"] for c in theirs if c["role"] == "prm"],
             identical_calls=[tuple(c[k] for k in _CALL) for c in mine] == [tuple(c[k] for k in _CALL) for c in theirs],
+            identical_kvmu=[tuple(k[c] for c in _KVMU) for k in kvmu.get(key, [])] ==
+                           [tuple(k[c] for c in _KVMU) for k in ref_kvmu.get((pid,), [])],
             prm_calls=sum(c["role"] == "prm" for c in mine),
             max_score_diff=max((abs(a - b) for a, b in prm), default=0.0)))
     return out
@@ -190,6 +199,9 @@ def batch_prices(passes: pa.Table, cfg) -> list[dict]:
     context and mean tokens fed per sequence, its wall time (less its owner's busy time for a role that yields:
     :class:`Yielding`); a draft lane's decode call as its mean per-token pass, counted once per token."""
     names, yields = {}, Yielding(cfg, passes)
+    impl = draft_implementation(cfg)       # what the draft's passes ran: its dtype, the int8 reference or a kernel
+    dtypes = {**{r: str(cfg.models[r].dtype) for r in ("draft", "prm", "target")},
+              **({"draft": "w8a8"} if impl == "w8a8" else {"draft": f"kernel:{impl}"} if is_board(impl) else {})}
     rows = []
     for p in passes.to_pylist():
         role, n = p["role"], p["batch"]
@@ -204,13 +216,14 @@ def batch_prices(passes: pa.Table, cfg) -> list[dict]:
             context, tokens, reps = round(sum(p["held"]) / n), round(sum(p["fed"]) / n), 1
         rows.append(dict(run=cfg.name, device=device, device_name=names[device], role=role, phase=p["phase"],
                          batch=n, context=context, tokens=max(1, tokens), ms=ms, ms_min=ms, ms_max=ms, repeats=reps,
-                         dtype=str(cfg.models[role].dtype)))
+                         dtype=dtypes[role]))
     return rows
 
 
 def reference_tables(paths: RunPaths, dataset: str, algorithm: str) -> dict[str, pa.Table]:
     """The sequential collect of the served algorithm: the outputs every served request must equal."""
-    schemas = {"problems": COLLECT_PROBLEMS_SCHEMA, "calls": COLLECT_CALLS_SCHEMA, "steps": COLLECT_STEPS_SCHEMA}
+    schemas = {"problems": COLLECT_PROBLEMS_SCHEMA, "calls": COLLECT_CALLS_SCHEMA, "steps": COLLECT_STEPS_SCHEMA,
+               "kvmu": COLLECT_KVMU_SCHEMA}
     return {t: read_parquet(paths.collect_table(dataset, algorithm, "sequential", t), s) for t, s in schemas.items()}
 
 
