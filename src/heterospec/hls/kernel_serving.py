@@ -103,8 +103,8 @@ class KernelBatchWriter(LaneWriter):
 
     def open(self, request: int, seed: int) -> None:
         if not self.free:
-            raise UserError(f"the kernel draft holds {self.kernel.batch} requests' KV caches (its slots) and one more "
-                            f"is in flight; raise serving.requests' slots or serve fewer requests at once")
+            raise UserError(f"the kernel draft has {self.kernel.batch} slots (a KV cache each, as many as "
+                            f"serving.requests) and every one holds a request in flight; request {request} finds none")
         slot = self.free.pop(0)
         self.slots[request] = slot
         w = self.make_writer(SlotKernel(self.gate, slot))
