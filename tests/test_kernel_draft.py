@@ -368,3 +368,15 @@ def test_the_batch_library_runs_passes_that_equal_the_batch_one_library_per_slot
         batch.run_pass({4: (K_SPEC, 0, 0, 0, 0)})
     with pytest.raises(UserError, match="slot 9"):
         batch.join(9)
+
+
+def test_a_request_beyond_the_kernel_drafts_slots_is_one_line(kernel):
+    from heterospec.hls.kernel_lib import BatchKernel, build_batch_library
+    from heterospec.hls.kernel_serving import KernelBatchWriter
+    _, _, _, src, _ = kernel
+    lane = KernelBatchWriter(BatchKernel(build_batch_library(src, 2), src),
+                             lambda slot: SimpleNamespace(reset=lambda seed: None), 2)
+    lane.open(0, 0)
+    lane.open(1, 0)
+    with pytest.raises(UserError, match=r"2 slots .* serving.requests.*request 2 finds none"):
+        lane.open(2, 0)
