@@ -139,7 +139,24 @@ class Shape:
     float_count: int
 
 
-class KernelInstance:
+class _Handle:
+    """A kernel instance the C ABI allocated: freed once, by ``close`` or when collected (``_destroy``: its free)."""
+    handle = None
+    _destroy = "hs_destroy"
+
+    def close(self) -> None:
+        if self.handle:
+            getattr(self.dll, self._destroy)(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:       # interpreter shutdown: ctypes may already be gone, and the process frees it all
+            pass
+
+
+class KernelInstance(_Handle):
     """One kernel with its weights, KV buffers and KVMU registers, loaded from a library built by
     :func:`build_library` and a kernel folder holding the weight blobs."""
 
@@ -172,22 +189,13 @@ class KernelInstance:
         self.calls += 1
         return dict(zip(OUT_FIELDS, self._out))
 
-    def close(self) -> None:
-        if self.handle:
-            self.dll.hs_destroy(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:       # interpreter shutdown: ctypes may already be gone, and the process frees it all
-            pass
 
 
-class BatchKernel:
+class BatchKernel(_Handle):
     """The batch-B kernel with its weights, B KV regions and B sets of KVMU registers, from a library built by
     :func:`build_batch_library`: :meth:`join` a sequence to a slot, :meth:`run_pass` one weight pass over the live
     slots' commands."""
+    _destroy = "hsb_destroy"
 
     def __init__(self, lib: Path, kernel_dir: Path):
         self.dll = ctypes.CDLL(str(lib))
@@ -234,13 +242,3 @@ class BatchKernel:
         n = len(OUT_FIELDS)
         return {slot: dict(zip(OUT_FIELDS, self._out[n * i:n * i + n])) for i, slot in enumerate(order)}
 
-    def close(self) -> None:
-        if self.handle:
-            self.dll.hsb_destroy(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:       # interpreter shutdown: ctypes may already be gone, and the process frees it all
-            pass

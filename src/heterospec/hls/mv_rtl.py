@@ -39,6 +39,7 @@ done            1                   out  every block of every sequence emitted
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,16 +135,9 @@ class MvEngine(wiring.Component):
                          wp.data.eq(self.w_data[8 * C * p:8 * C * (p + 1)])]
         set_full = Signal(2)
         clear_full = Signal(2)
-        with m.If(take):
-            with m.If(ld_chunk == KC - 1):
-                m.d.sync += ld_chunk.eq(0)
-                with m.If(ld_group == groups - 1):
-                    m.d.sync += [ld_group.eq(0), ld_block.eq(ld_block + 1)]
-                    m.d.comb += set_full.eq(Mux(ld_bank, 2, 1))
-                with m.Else():
-                    m.d.sync += ld_group.eq(ld_group + 1)
-            with m.Else():
-                m.d.sync += ld_chunk.eq(ld_chunk + 1)
+        with m.If(take), _carry(m, ld_chunk, KC, ld_group, groups):         # a block loaded
+            m.d.sync += ld_block.eq(ld_block + 1)
+            m.d.comb += set_full.eq(Mux(ld_bank, 2, 1))
 
         # array: block, sequence, chunk
         c_block, c_seq, c_chunk = Signal(_bits(NB + 1)), Signal(_bits(B)), Signal(_bits(KC))
@@ -152,16 +146,9 @@ class MvEngine(wiring.Component):
         for _, rp in wmems:
             m.d.comb += rp.addr.eq(c_bank * KC + c_chunk)
         m.d.comb += xr.addr.eq(c_seq * KC + c_chunk)
-        with m.If(issue):
-            with m.If(c_chunk == KC - 1):
-                m.d.sync += c_chunk.eq(0)
-                with m.If(c_seq == B - 1):
-                    m.d.sync += [c_seq.eq(0), c_block.eq(c_block + 1)]
-                    m.d.comb += clear_full.eq(Mux(c_bank, 2, 1))
-                with m.Else():
-                    m.d.sync += c_seq.eq(c_seq + 1)
-            with m.Else():
-                m.d.sync += c_chunk.eq(c_chunk + 1)
+        with m.If(issue), _carry(m, c_chunk, KC, c_seq, B):                # a block done for every sequence
+            m.d.sync += c_block.eq(c_block + 1)
+            m.d.comb += clear_full.eq(Mux(c_bank, 2, 1))
         m.d.sync += full.eq((full | set_full) & ~clear_full)
 
         # stage 1: memories read (data valid the cycle after the address)
@@ -206,6 +193,21 @@ class MvEngine(wiring.Component):
                          c_chunk.eq(0), full.eq(0)]
         m.d.comb += self.done.eq(running & drained)
         return m
+
+
+@contextmanager
+def _carry(m: Module, inner: Signal, n_inner: int, outer: Signal, n_outer: int):
+    """Advance the two-digit counter (``outer``, ``inner``) by one; the body runs (in the domain of the caller's
+    statements) when it wraps, i.e. in the cycle the last (outer, inner) pair is taken."""
+    with m.If(inner == n_inner - 1):
+        m.d.sync += inner.eq(0)
+        with m.If(outer == n_outer - 1):
+            m.d.sync += outer.eq(0)
+            yield
+        with m.Else():
+            m.d.sync += outer.eq(outer + 1)
+    with m.Else():
+        m.d.sync += inner.eq(inner + 1)
 
 
 def weight_beats(w: np.ndarray, shape: EngineShape) -> list[int]:
