@@ -33,6 +33,27 @@ def test_every_sequence_gets_its_own_product(shape, stall):
     assert (got == want).all()
 
 
+@pytest.mark.parametrize("shape, stall", [
+    (EngineShape(rows=2, cols=4, k=4, o=6, batch=1, sums="chain"), 0),        # one chunk: a bank reused at once
+    (EngineShape(rows=4, cols=16, k=48, o=12, batch=2, rows_per_beat=2, sums="chain"), 3),
+    (EngineShape(rows=4, cols=8, k=40, o=12, batch=5, sums="chain"), 2),
+    (EngineShape(rows=2, cols=16, k=80, o=6, batch=1, rows_per_beat=2, sums="chain"), 0),
+])
+def test_a_chain_engine_gets_every_product(shape, stall):
+    """The multiply-add chain's lagging columns read a bank after the array moved on: three blocks over two banks,
+    so a bank is refilled while the chain still reads it (the hold), with stalls."""
+    _, got, want = _run(shape, stall_every=stall)
+    assert (got == want).all()
+
+
+def test_a_chain_engine_adds_its_chain_to_the_latency():
+    """The hand-worked 4 x 16 engine of the test below as a chain: B = 1 and B = 16 take the tree's 263 and 1043
+    cycles plus the chain's 15 extra cycles of latency (18 against 3); at B = 4, where stream and array balance,
+    each bank is also held 12 cycles (16 columns - 4 chunks) after its last issue."""
+    got = {b: _run(EngineShape(rows=4, cols=16, k=64, o=64, batch=b, sums="chain"))[0] for b in (1, 16)}
+    assert got == {1: 263 + 15, 16: 1043 + 15}
+
+
 def test_cycles_are_the_double_buffered_count_by_hand():
     """4 x 16 engine, 64 x 64 matrix, a row's 16-byte chunk a beat: 16 blocks of 16 beats; the array takes 4 cycles
     a sequence per block. B = 1 is stream-bound: 16 x 16 beats, then the last block's 4 cycles and 3 of latency =
@@ -65,5 +86,9 @@ def test_bad_shapes_are_one_line():
         EngineShape(rows=3, cols=4, k=8, o=6, packed=True)
     with pytest.raises(UserError, match="cols=3 must divide k=8"):
         EngineShape(rows=2, cols=3, k=8, o=4)
+    with pytest.raises(UserError, match="sums='ring': expected one of tree, chain"):
+        EngineShape(rows=2, cols=4, k=8, o=4, sums="ring")
+    with pytest.raises(UserError, match="packed=True is for sums='tree'"):
+        EngineShape(rows=2, cols=4, k=8, o=4, packed=True, sums="chain")
     with pytest.raises(UserError, match="batch=0"):
         EngineShape(rows=2, cols=4, k=8, o=4, batch=0)
