@@ -190,3 +190,23 @@ def collect_and_serve(cfg, paths, overrides: list[str]) -> dict:
     finally:
         os.chdir(cwd)
     return {t: read_parquet(paths.serving_table(t), s) for t, s in SERVING_TABLES.items()}
+
+
+CONFIG1 = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1"
+
+
+def artifact_run(tmp_path_factory, name: str, overrides: list[str]):
+    """A run named ``name`` with the artifact's Config1 traces of both sets imported, in a scratch folder: (its root,
+    its paths, its overrides); skipped when the shared artifact is absent."""
+    from heterospec.config import compose_config
+    from heterospec.paths import RunPaths
+    from heterospec.replay.grid.stage import import_stage
+    if not CONFIG1.is_dir():
+        pytest.skip(f"{CONFIG1} absent (shared artifact traces)")
+    root = tmp_path_factory.mktemp(name)
+    over = [f"name={name}", f"replay.traces={CONFIG1}", *overrides]
+    cfg = compose_config(over)
+    paths = RunPaths(root / "results" / name)
+    for ts in ("with_bt", "no_bt"):
+        import_stage(cfg, paths, ts)
+    return root, paths, over

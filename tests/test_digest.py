@@ -49,6 +49,7 @@ MUST_MOVE = {
     "serving_validate": ["serving.requests", "models.prm.arch", "load.memory_fraction", "system.link"],
     "replay_load": ["load.requests", "load.slo.multiple", "replay.token_speculation.source", "models.target.arch",
                     "hls.pipeline", "collect.limit"],
+    "replay_design_space": ["design_space.batches", "load.slo.multiple", "hls.pipeline", "collect.limit"],
     "dfvg_collect": ["dfvg.prompts", "token_speculation.tree", "models.target.dtype", "system.torch_devices.draft"],
     "dfvg_replay": ["dfvg.prompts", "models.draft.arch", "replay.call_overhead_ms"],
 }

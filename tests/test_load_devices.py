@@ -12,7 +12,7 @@ from heterospec.config import compose_config
 from heterospec.config.hardware import system as hw_system
 from heterospec.errors import UserError
 from heterospec.hls.resources import FPGA_RESOURCES, usage
-from heterospec.replay.load.devices import (PricingInputs, _hls_point, lane_share, lanes_fit, plan_devices,
+from heterospec.replay.load.devices import (PricingInputs, hls_point, lane_share, lanes_fit, plan_devices,
                                             settings_of)
 from heterospec.replay.load.prices import published_curve
 from heterospec.replay.load.stage import prm_reads, prm_rescores, step_tokens
@@ -76,7 +76,7 @@ def _board(cfg, config1, channels: int, times: dict):
     (10 x where not named); no shell margin, so a resource holds exactly floor(total / use) copies."""
     hw = hw_system("hetero_v80").draft
     inputs = _inputs(compose_config(NO_MARGIN), config1)
-    arch, rows, cols, design = _hls_point(hw, inputs)
+    arch, rows, cols, design = hls_point(hw, inputs)
     used = usage(arch, rows, cols, design, dict(cfg.hls.resources), hw.fabric.dsp_kind, 2048, hw)["total"]
     totals = {r: int(times.get(r, 10) * used[r]) for r in FPGA_RESOURCES}
     hbm = replace(hw.fabric.banks["hbm"], channels=channels)
@@ -106,7 +106,7 @@ def test_fpga_batch_needs_the_hls_profile(cfg, config1):
             _draft_plan(cfg, config1, "hetero_u280", kind, fpga_batch=8)
     plan = _draft_plan(cfg, config1, "hetero_u280", "hls", fpga_batch=8)
     hw = hw_system("hetero_u280").draft
-    arch, rows, cols, design = _hls_point(hw, _inputs(cfg, config1, "hls"))
+    arch, rows, cols, design = hls_point(hw, _inputs(cfg, config1, "hls"))
     one, eight = (token_ms(arch, rows, cols, hw, 200.0, design, 512, batch=b)[0] for b in (1, 8))
     assert plan.curves["draft"](8, 512) == pytest.approx(eight / one)
     assert "8 per pass" in plan.notes["draft"]

@@ -7,15 +7,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import heterospec
+from conftest import artifact_run, heterospec
 from heterospec.config import compose_config
 from heterospec.errors import UserError
-from heterospec.paths import RunPaths
 from heterospec.replay.load.stage import point_stage, run_stage
-from heterospec.replay.grid.stage import import_stage
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CONFIG1 = SHARED / "heteroreason_ae" / "Hardware" / "inputs" / "Config1"
 SMALL = ["load.requests=30", "load.max_requests=60", "load.seeds=2", "load.search_steps=2", "load.curve=[0.5]", "load.systems=[gpu3,hetero_u280]",
          "load.methods=[target,rsd,brsd]", "replay.datasets=[gsm8k]"]
 
@@ -23,15 +19,7 @@ SMALL = ["load.requests=30", "load.max_requests=60", "load.seeds=2", "load.searc
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A run with the artifact's gsm8k traces imported (both trace sets), in a scratch folder."""
-    if not CONFIG1.is_dir():
-        pytest.skip(f"{CONFIG1} absent (shared artifact traces)")
-    root = tmp_path_factory.mktemp("load")
-    over = ["name=load_test", f"replay.traces={CONFIG1}", *SMALL]
-    cfg = compose_config(over)
-    paths = RunPaths(root / "results" / "load_test")
-    for ts in ("with_bt", "no_bt"):
-        import_stage(cfg, paths, ts)
-    return root, paths, over
+    return artifact_run(tmp_path_factory, "load_test", SMALL)
 
 
 def test_stage_writes_capacity_points_requests_and_draws(run, monkeypatch, tmp_path):

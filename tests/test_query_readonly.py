@@ -20,6 +20,7 @@ from heterospec.quantize.w8a8_quality import QUANTIZE_QUALITY_SCHEMA
 from heterospec.reasoning.collect_schemas import COLLECT_TABLES
 from heterospec.reasoning.serving_schemas import SERVING_TABLES
 from heterospec.replay.artifact.replays import ARTIFACT_REPLAY_SCHEMA
+from heterospec.replay.load.design_space import LOAD_DESIGN_SPACE_SCHEMA
 from heterospec.replay.load.load_metrics import LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA
 from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
 from heterospec.replay.profiles.measured import MEASURED_FIT_SCHEMA
@@ -46,7 +47,7 @@ SCHEMAS = {"evaluations": EVALUATION_SCHEMA, "model_quality": MODEL_QUALITY_SCHE
            "measured_fit": MEASURED_FIT_SCHEMA, "dfvg_generations": DFVG_GENERATIONS_SCHEMA, "dfvg_rounds": DFVG_ROUNDS_SCHEMA,
            "dfvg_replay": DFVG_REPLAY_SCHEMA, "sweep_points": SWEEP_POINTS_SCHEMA, "paper_table3": PAPER_TABLE3_SCHEMA,
            "tau_sweep": TAU_SWEEP_SCHEMA, "load_requests": LOAD_REQUESTS_SCHEMA, "load_points": LOAD_POINTS_SCHEMA,
-           "load_capacity": LOAD_CAPACITY_SCHEMA,
+           "load_capacity": LOAD_CAPACITY_SCHEMA, "load_design_space": LOAD_DESIGN_SPACE_SCHEMA,
            **{f"collect_{k}": v for k, v in COLLECT_TABLES.items()},
            # the serving run and its validation
            **{f"serving_{k}": v for k, v in SERVING_TABLES.items()}, "serving_batch_prices": BATCH_PRICES_SCHEMA,

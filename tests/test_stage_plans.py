@@ -12,7 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # module -> the functions that may take the composed config (its entry points and the plan's builders)
 TAKES_CONFIG = {
     "heterospec/replay/load/stage.py": {"load_plan", "run_stage", "point_stage", "make_jobs", "device_plan",
-                                        "trace_sets", "which_traces"},
+                                        "pricing_inputs", "trace_sets", "which_traces"},
 }
 CAST = re.compile(r"\b(int|float)\(cfg\.")
 

@@ -42,13 +42,14 @@ DRY_RUNS = [plan_call(e) for e in ["ci", *(e for e in EXPERIMENTS if e != "ci")]
 def test_dry_run_every_experiment(experiment, dry_run):
     if experiment == "paper_config2" and not DATASETS.exists():
         pytest.skip(f"benchmarks not found at {DATASETS}")
-    if experiment == "artifact_replay" and not ARTIFACT.exists():
+    on_artifact = experiment in ("artifact_replay", "design_space")   # the artifact's traces, no trio of ours
+    if on_artifact and not ARTIFACT.exists():
         pytest.skip(f"HeteroReason artifact not found at {ARTIFACT}")
     r = plan(dry_run, experiment)
     assert r.returncode == 0, r.stderr[-2000:]
-    stage = "replay" if experiment == "artifact_replay" else "evaluate"
+    stage = "replay" if on_artifact else "evaluate"
     assert f"results/{experiment}/{stage}/" in r.stdout + r.stderr
-    if experiment == "artifact_replay":   # hls.enabled=false: no job needs the Config1 draft checkpoint
+    if on_artifact:   # hls.enabled=false: no job needs the Config1 draft checkpoint
         assert "rule train_model" not in r.stdout and "rule quantize" not in r.stdout
 
 
@@ -128,13 +129,13 @@ def test_ci_experiment_end_to_end(tmp_path):
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
     # the figures the run has data for (no artifact, no DFVG here; Figure 8, 10, the time shares, the methods with
-    # token-level speculation, the tau sweep and accuracy against latency of our own collect traces on the paper's
-    # systems), each file non-empty, each CSV its view's rows
+    # token-level speculation, the tau sweep, the FPGA draft's design space and accuracy against latency of our own
+    # collect traces on the paper's systems), each file non-empty, each CSV its view's rows
     from heterospec.report.figures import FIGURES
     names = sorted(p.stem for p in (run / "figures").glob("*.png"))
     assert names == ["accuracy_latency", "figure10", "figure8", "hls_breakdown", "hls_latency", "kvmu_resources",
-                     "load_capacity", "load_latency", "load_utilisation", "methods", "replay_validation",
-                     "serving_load", "table3", "tau_sweep", "time_shares"]
+                     "load_capacity", "load_design_space", "load_latency", "load_utilisation", "methods",
+                     "replay_validation", "serving_load", "table3", "tau_sweep", "time_shares"]
     q = heterospec("query", "SELECT DISTINCT trace_set, design FROM replay_figure8 WHERE run = 'ci' ORDER BY ALL",
                    "--db", str(db), "--format", "json")
     assert {(r["trace_set"], r["design"]) for r in json.loads(q.stdout)} == {

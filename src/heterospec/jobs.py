@@ -129,6 +129,9 @@ class JobSizes:
         workers = max(1, int(self.cfg.load.workers))
         return Need(threads=workers, gpu=0, mem_mb=workers * PROCESS_MB, runtime=LIGHT_RUNTIME_MIN["replay"])
 
+    def _replay_design_space(self) -> Need:
+        return self._replay_load()
+
     # ------------------------------------------------------------------ stages that load models
     def _train_model(self, role: str, model_key: str = "") -> Need:   # the key only names the output folder
         m = self.cfg.models[role]

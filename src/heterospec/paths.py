@@ -176,6 +176,11 @@ class RunPaths:
         return self.root / "load" / "capacity.parquet"
 
     @property
+    def load_design_space(self) -> Path:
+        """The FPGA draft's design space under load (heterospec.replay.load.design_space)."""
+        return self.root / "load" / "design_space.parquet"
+
+    @property
     def replay_validation_aggregate(self) -> Path:
         """The replay's error on the mean, P50 and P90 latency per trace set and executor."""
         return self.root / "replay" / "validation_aggregate.parquet"

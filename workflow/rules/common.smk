@@ -269,6 +269,13 @@ def load_outputs():
     return [str(PATHS.load_requests), str(PATHS.load_points), str(PATHS.load_capacity)]
 
 
+def design_space_outputs():
+    """The FPGA draft's design space under load (design_space.enabled), on the load replay's traces."""
+    if not CFG.design_space.enabled or not (replay_outputs() or validation_outputs()):
+        return []
+    return [str(PATHS.load_design_space)]
+
+
 def load_inputs(wildcards):
     """Its traces (the artifact's imported ones, or our collects), and what its profile reads."""
     if str(CFG.load.traces) == "artifact" or (str(CFG.load.traces) == "auto" and replay_outputs()):
@@ -338,6 +345,7 @@ def stage_outputs():
         *tau_sweep_outputs(),
         *paper_outputs(),
         *load_outputs(),
+        *design_space_outputs(),
     ]
 
 
@@ -389,6 +397,7 @@ FIGURE_SOURCES = {
     "load_latency": load_outputs,
     "load_capacity": load_outputs,
     "load_utilisation": load_outputs,
+    "load_design_space": design_space_outputs,
     "accuracy_latency": ours_outputs,
     "replay_validation": validation_outputs,
     "serving_load": serving_outputs,

@@ -155,3 +155,27 @@ rule report_tau_sweep:
         hydra=HYDRA,
     shell:
         "python -m heterospec.replay tau-sweep {params.hydra} 2>&1 | tee {log}"
+
+
+# the FPGA draft's design space under load (conf/design_space): capacity per design point, per watt and per dollar
+rule replay_design_space:
+    input:
+        load_inputs,
+    output:
+        PATHS.load_design_space,
+    log:
+        PATHS.log("replay_design_space"),
+    benchmark:
+        PATHS.benchmark("replay_design_space")
+    priority: job_priority("replay_design_space")
+    conda:
+        "../envs/heterospec.yaml"
+    threads: need("replay_design_space", "threads")
+    resources:
+        mem_mb=need("replay_design_space", "mem_mb"),
+        runtime=need("replay_design_space", "runtime"),
+    params:
+        spec=spec("replay_design_space"),
+        hydra=HYDRA,
+    shell:
+        "python -m heterospec.replay design-space --workers {threads} {params.hydra} 2>&1 | tee {log}"

@@ -75,6 +75,12 @@ READS: dict[str, tuple[str | Entries, ...]] = {
     "replay_load": ("load", "replay", "models", "hls", "collect", Entries("system", "system", "load.systems"),
                     Entries("schedule", "schedule", ("target_only", "target_sd", "step_ahead", "hetero",
                                                      "step_ahead_sd", "hetero_sd"))),
+    # the design space: the load replay's reads, its own section, its reference system and its boards and GPU
+    "replay_design_space": ("design_space", "load", "replay", "models", "hls", "collect",
+                            Entries("system", "system", "design_space.reference"),
+                            Entries("hardware@system.draft", "system.draft", "design_space.boards"),
+                            Entries("hardware@system.draft", "system.draft", "design_space.gpus"),
+                            Entries("schedule", "schedule", ("target_only", "step_ahead", "hetero"))),
     "replay_validate": ("replay", "models", "schedule", Entries("system", "system", "replay.validate_system"),
                         Entries("schedule", "schedule", "replay.validate_schedules")),
     # a serving run: its section, the served algorithm, the trio, the devices (and their memory: the KV bound), the draft

@@ -79,6 +79,8 @@ class Device:
     clock_mhz: float | None = None
     power_cap_w: float | None = None
     fabric: Fabric | None = None
+    price_usd: float | None = None               # list price, with price_source (the design space's per dollar)
+    price_source: str | None = None
 
     @property
     def where(self) -> str:
@@ -140,7 +142,8 @@ class Device:
         return cls(name=name, kind=kind, memory=memory, peak_tflops=peaks,
                    power_active_w=_req(d, "power_active_w", where, float),
                    power_idle_w=_req(d, "power_idle_w", where, float), clock_mhz=clock,
-                   power_cap_w=_opt(d, "power_cap_w", where, float), fabric=fabric)
+                   power_cap_w=_opt(d, "power_cap_w", where, float), fabric=fabric,
+                   price_usd=_opt(d, "price_usd", where, float), price_source=_opt(d, "price_source", where, str))
 
 
 @dataclass(frozen=True)

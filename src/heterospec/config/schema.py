@@ -180,6 +180,8 @@ class HardwareConfig:
     power_active_w: float = number(MISSING, ge=0)
     power_idle_w: float = number(MISSING, ge=0)
     power_cap_w: Optional[float] = number(None, gt=0)
+    price_usd: Optional[float] = number(None, gt=0)   # a list price (the design space's capacity per dollar) ...
+    price_source: Optional[str] = None                # ... and where it is published
     fpga: Optional[FpgaConfig] = None
 
 
@@ -471,6 +473,29 @@ class LoadConfig:
     workers: int = number(2, ge=1)   # processes (system x method jobs)
 
 
+@dataclass
+class DesignSpaceConfig:
+    """The FPGA draft's design space under load (conf/design_space/): capacity, per watt and per dollar, against B,
+    FPGAs, kernel and board. Its defaults are conf/design_space/default.yaml's (MISSING here: one place)."""
+    name: str = MISSING
+    enabled: bool = MISSING
+    boards: list[str] = MISSING       # conf/hardware names with an fpga: section
+    gpus: str = MISSING               # the PRM's and the target's device
+    reference: str = MISSING          # the three-GPU system (conf/system)
+    methods: list[str] = MISSING      # rsd | brsd
+    kernels: list[str] = MISSING      # ours | paper
+    batches: list[int] = number(MISSING, ge=1)   # sequences per weight pass
+    board_batches: dict[str, list[int]] = number(MISSING, ge=1)  # board -> its own batches (instead of batches)
+    fpgas: list[int] = number(MISSING, ge=1)     # FPGAs for the draft
+    engine: str = MISSING             # sized | fixed
+    metrics: list[str] = MISSING      # capacity | per_watt | per_dollar
+    prices_usd: dict[str, float] = number(MISSING, gt=0)   # device name -> a quoted price (before price_usd)
+    requests: int = number(MISSING, ge=20)
+    max_requests: int = number(MISSING, ge=20)
+    seeds: int = number(MISSING, ge=1)
+    search_steps: int = number(MISSING, ge=0)
+
+
 # ----------------------------------------------------------------------------- top level
 @dataclass
 class Config:
@@ -493,6 +518,7 @@ class Config:
     dfvg: DfvgConfig = MISSING
     token_speculation: TokenSpeculationConfig = MISSING
     load: LoadConfig = MISSING
+    design_space: DesignSpaceConfig = MISSING
     paths: dict[str, str] = field(default_factory=dict)
 
 

@@ -25,8 +25,9 @@ def _block(slr: int, **r: float) -> dict:
 
 
 def blocks(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str, max_context: int,
-           memory_slr: int = 0) -> dict[str, dict]:
-    """Per block: its SLR and estimated resources."""
+           memory_slr: int = 0, batch: int = 1) -> dict[str, dict]:
+    """Per block: its SLR and estimated resources; ``batch``: sequences per weight pass (each its own activation
+    buffers, held while the weights stream past them; the attention serves them one after another)."""
     per_dsp = unit["macs_per_dsp_dsp58"] if dsp_kind == "dsp58" else unit["macs_per_dsp_dsp48e2"]
     n_eng = 1 if d.engines == "shared" else len(arch.engines())
     mv_macs = n_eng * rows * cols
@@ -34,7 +35,7 @@ def blocks(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: st
     word_brams = math.ceil(d.port_bits / 72)               # one 72-bit BRAM36 / URAM column per 64 data bits (+ECC)
     lanes = d.vector_lanes
     h, kv, hd = arch.heads, arch.kv_heads, arch.head_dim
-    act_bytes = 2 * 4 * (2 * arch.hidden + (h + 2 * kv) * hd + 2 * arch.intermediate)   # double-buffered float32
+    act_bytes = 2 * 4 * (2 * arch.hidden + (h + 2 * kv) * hd + 2 * arch.intermediate) * batch   # double-buffered fp32
     score_bytes = 4 * h * max_context                                                   # softmax's two passes
     vb = unit["vector_bytes_per_bram"]
     out = {
@@ -71,11 +72,11 @@ def streams(rows: int, cols: int, d: Design, memory_slr: int) -> list[tuple[str,
 
 
 def usage(arch: Arch, rows: int, cols: int, d: Design, unit: dict, dsp_kind: str, max_context: int,
-          board: Device) -> dict:
+          board: Device, batch: int = 1) -> dict:
     """Totals, per-SLR use (with crossing flip-flops) and SLLs per boundary; per-SLR keys only on multi-SLR boards."""
     fpga = board.fabric
     nslr, mem_slr = fpga.slrs, fpga.memory_slr
-    blk = blocks(arch, rows, cols, d, unit, dsp_kind, max_context, mem_slr)
+    blk = blocks(arch, rows, cols, d, unit, dsp_kind, max_context, mem_slr, batch)
     per_slr = [dict.fromkeys(FPGA_RESOURCES, 0.0) for _ in range(nslr)]
     for b in blk.values():
         s = min(b["slr"], nslr - 1)

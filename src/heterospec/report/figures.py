@@ -402,4 +402,5 @@ FIGURES: dict[str, Figure] = {
     "load_latency": Figure("load_curve", load_figures.load_latency, "Load"),
     "load_capacity": Figure("load_capacity_summary", load_figures.load_capacity, "Load"),
     "load_utilisation": Figure("load_capacity_summary", load_figures.load_utilisation, "Load"),
+    "load_design_space": Figure("load_design_space_summary", load_figures.load_design_space, "Load"),
 }

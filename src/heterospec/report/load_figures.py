@@ -165,3 +165,47 @@ def load_utilisation(rows):
     _caption(fig, ["Which device saturates first (the one requests wait longest for at capacity; a batching device "
                    "counts as busy whenever it holds work):"] + lines)
     return fig
+
+
+BOARD_COLORS = {"u280": "tab:purple", "v80": "tab:orange"}
+KERNEL_STYLES = {"ours": "-", "paper": "--"}
+FPGA_MARKERS = {1: "o", 2: "s", 4: "^"}
+
+
+def load_design_space(rows):
+    """The FPGA draft's design space (heterospec.replay.load.design_space): per step-level method, capacity at the
+    SLO (top) and capacity per kW (bottom) against B, a line per board x kernel x FPGAs; the dashed line is the same
+    method on the three-GPU system. The caption is the smallest design point that reaches it, per board."""
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["kernel"] != "gpu"))
+    fig, axes = panels(2 * len(methods), width=4.6, height=3.3, ncols=len(methods),
+                       title=f"The FPGA draft's design space under load (P{99:g} <= {rows[0]['slo_s']:.3g} s; "
+                             f"traces {', '.join(sorted({r['trace_set'] for r in rows}))}, profile {rows[0]['profile']})")
+    for col, method in enumerate(methods):
+        ref = next((r for r in rows if r["kernel"] == "gpu" and r["method"] == method), None)
+        pts = [r for r in rows if r["kernel"] != "gpu" and r["method"] == method]
+        for row, (key, ylabel) in enumerate((("capacity_rps", "requests/s within the SLO"),
+                                             ("capacity_per_kw", "requests/s per kW"))):
+            ax = axes[row * len(methods) + col]
+            for line in dict.fromkeys((r["board"], r["kernel"], r["fpgas"]) for r in pts):
+                rs = sorted((r for r in pts if (r["board"], r["kernel"], r["fpgas"]) == line), key=lambda r: r["batch"])
+                board, kernel, n = line
+                ax.plot([r["batch"] for r in rs], [r[key] for r in rs], KERNEL_STYLES.get(kernel, ":"),
+                        marker=FPGA_MARKERS.get(n, "x"), color=BOARD_COLORS.get(board), ms=4,
+                        label=f"{board}, {kernel} kernel, {n} FPGA{'s' if n > 1 else ''}")
+            if ref is not None:
+                ax.axhline(ref[key], ls=":", color="0.3", lw=1.2, label=f"{_system(ref['system'])} ({ref['board']})")
+            ax.set_xscale("log", base=2)
+            batches = sorted({r["batch"] for r in pts})
+            ax.set_xticks(batches, [str(b) for b in batches])
+            ax.minorticks_off()
+            ax.set_xlabel("sequences per FPGA weight pass (B)")
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{_label(method)}: {'capacity' if row == 0 else 'capacity per kW'}")
+    legend_right(fig, axes, "design point")
+    steps = rows[0]["search_steps"]      # its resolution as design_space.resolution (the report imports no replay)
+    said = list(dict.fromkeys(r["answer"] for r in rows if r["answer"]))   # the stage's answer, per board and kernel
+    _caption(fig, said + [f"Each capacity is one search of the same arrivals for every system, resolved to "
+                          f"{100 * (2 ** (1 / 2 ** steps) - 1):.0f} % (its {steps} bisections): a point reaches the "
+                          f"three GPUs within that."])
+    return fig

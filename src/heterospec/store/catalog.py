@@ -78,6 +78,7 @@ TABLES: dict[str, str | tuple[str, ...]] = {
     "load_requests": "results/*/load/requests.parquet",
     "load_points": "results/*/load/points.parquet",
     "load_capacity": "results/*/load/capacity.parquet",
+    "load_design_space": "results/*/load/design_space.parquet",   # heterospec.replay.load.design_space
 }
 
 # view name -> (tables it reads, SQL); created when all the tables it reads exist
@@ -387,6 +388,19 @@ SUMMARIES: dict[str, tuple[tuple[str, ...], str]] = {
         LEFT JOIN load_capacity g ON g.run = c.run AND g.profile = c.profile AND g.system = 'gpu3'
                                  AND g.method = c.method
         ORDER BY ALL"""),
+    # the FPGA draft's design space: every design point beside the same method on the three-GPU system, its capacity
+    # and capacity per kW (and per thousand dollars where every device has a price) as a multiple of that system's
+    "load_design_space_summary": (("load_design_space",), """
+        SELECT run, trace_set, profile, method, board, kernel, batch, fpgas, system, rows, cols, lanes, dsp, lut,
+               dsp_util, lut_util, closes, bound, pass1_ms, passb_ms, slo_s, search_steps, capacity_rps, capacity_lo_rps,
+               capacity_hi_rps, reference_rps, round(capacity_rps / nullif(reference_rps, 0), 3) AS capacity_vs_reference,
+               reaches, power_w, capacity_per_kw,
+               round(capacity_per_kw / nullif(max(capacity_per_kw) FILTER (kernel = 'gpu')
+                     OVER (PARTITION BY run, trace_set, method), 0), 3) AS per_kw_vs_reference,
+               price_usd, capacity_per_kusd, limit_rps, limit_device, bottleneck, util_draft, util_prm, util_target,
+               devices, answer
+        FROM load_design_space
+        ORDER BY run, trace_set, method, kernel = 'gpu' DESC, board, kernel, fpgas, batch"""),
     # the tau sweep, per system's design: speculating schedules against the plain ones, and the smallest tau at which
     # the target alone with token-level speculation is at least as fast as step-level speculation with it
     "tau_sweep_design": (("tau_sweep",), """

@@ -89,6 +89,13 @@ HEADLINES: dict[str, tuple[Table, ...]] = {
               "trace_set, profile, system, method, percentile, slo_s, unloaded_s, capacity_rps, bottleneck, "
               "capacity_vs_target, capacity_vs_gpu3, unloaded_speedup_vs_gpu3"),
     ),
+    "load_design_space": (
+        Table("Load replay: the FPGA draft's design space (docs/load.md, The design space)",
+              "load_design_space_summary",
+              "trace_set, method, board, kernel, batch, fpgas, rows, cols, lanes, dsp_util, lut_util, closes, bound, "
+              "pass1_ms, passb_ms, capacity_rps, reference_rps, capacity_vs_reference, reaches, limit_device, "
+              "bottleneck, power_w, capacity_per_kw, per_kw_vs_reference, capacity_per_kusd"),
+    ),
     "serving": (
         Table("Serving: outputs against the sequential collect (docs/serving.md)", "serving_identity",
               "dataset, algorithm, requests, problems, identical_pct, prm_calls, max_prm_score_diff"),
@@ -125,6 +132,9 @@ README_HEADLINES: dict[str, Table] = {
                            "trace_set, method, system, capacity_rps",
                            where="profile = 'paper_v12' AND method IN ('target', 'rsd', 'brsd')",
                            pivot="system IN ('gpu3', 'hetero_u280', 'hetero_v80'): capacity_rps"),
+    "load_design_space": Table("Load replay: one FPGA's design points against three GPUs (requests/s)",
+                               "load_design_space_summary", "method, board, reference_rps, batch, capacity_rps",
+                               where="kernel = 'ours' AND fpgas = 1", pivot="batch IN (1, 16): capacity_rps"),
     "serving": Table("Serving: measured against the load replay", "serving_load",
                      "load, requests_per_repeat, measured_p50_hd_s, replayed_p50_hd_s, measured_p90_hd_s, "
                      "replayed_p90_hd_s, request_mae_pct, request_noise_floor_pct, measured_throughput, "

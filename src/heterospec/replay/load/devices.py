@@ -198,7 +198,7 @@ def _max_batch(role: str, hw: Device, kv: float, inputs: PricingInputs, settings
 
 
 # ----------------------------------------------------------------------------- the FPGA draft
-def _hls_point(hw: Device, inputs: PricingInputs):
+def hls_point(hw: Device, inputs: PricingInputs):
     """The draft's HLS arch, engine size and design for the board (the paper's draft is a reference model)."""
     from heterospec.hls.perf import Arch, Design, check_parallelism
     if inputs.hls is None:
@@ -224,16 +224,16 @@ def board_resources(hw: Device) -> None:
                         (f"; also missing: {', '.join(f'fpga.{r}' for r in missing[1:])}" if missing[1:] else ""))
 
 
-def lanes_fit(hw: Device, inputs: PricingInputs) -> int:
+def lanes_fit(hw: Device, inputs: PricingInputs, batch: int = 1) -> int:
     """Copies of the draft's design point the board holds: the fewest over every resource (the HLS resource model;
     a board without one is refused, :func:`board_resources`) and over its memory channels (each lane its own
     ``weight_ports + kv_ports`` channels; a design with more ports than channels is one lane sharing them)."""
     from heterospec.hls.perf import memory
     from heterospec.hls.resources import FPGA_RESOURCES, fit, usage
     board_resources(hw)
-    arch, rows, cols, design = _hls_point(hw, inputs)
+    arch, rows, cols, design = hls_point(hw, inputs)
     h = inputs.hls
-    u = usage(arch, rows, cols, design, dict(h.resources), hw.fabric.dsp_kind, max(inputs.max_context, 1), hw)
+    u = usage(arch, rows, cols, design, dict(h.resources), hw.fabric.dsp_kind, max(inputs.max_context, 1), hw, batch)
     f = fit(u["total"], hw, dict(h.shell_margin))
     by_resource = [math.floor(f[f"{r}_available"] / u["total"][r]) for r in FPGA_RESOURCES if u["total"][r] > 0]
     channels, _ = memory(hw, design.memory)
@@ -258,13 +258,13 @@ def lane_share(hw: Device, inputs: PricingInputs) -> LaneShare:
     under the others, whose draft price is memory-bound on the whole board's bandwidth, the board's bandwidth over
     the lane's."""
     from heterospec.hls.perf import memory
-    arch, rows, cols, design = _hls_point(hw, inputs)
+    arch, rows, cols, design = hls_point(hw, inputs)
     channels, ch_gbs = memory(hw, design.memory)
     mine = min(design.weight_ports + design.kv_ports, channels)
     if inputs.kind == "hls":
         from heterospec.hls.perf import token_ms
         context = max(inputs.max_context, 1) // 2
-        lane = _with_channels(hw, design.memory, mine)
+        lane = with_channels(hw, design.memory, mine)
         pace = token_ms(arch, rows, cols, lane, hw.clock_mhz, design, context)[0] / \
             token_ms(arch, rows, cols, hw, hw.clock_mhz, design, context)[0]
     else:
@@ -272,7 +272,7 @@ def lane_share(hw: Device, inputs: PricingInputs) -> LaneShare:
     return LaneShare(channels=mine, board_channels=channels, gbs=mine * ch_gbs, pace=pace)
 
 
-def _with_channels(hw: Device, kind: str, channels: int) -> Device:
+def with_channels(hw: Device, kind: str, channels: int) -> Device:
     """The board with only ``channels`` of its ``kind`` memory's channels (one lane's share)."""
     from dataclasses import replace
     from heterospec.hls.perf import memory_kind
@@ -327,7 +327,7 @@ def _lanes(hw: Device, settings: LoadSettings, inputs: PricingInputs) -> int:
 
 def _fpga_curve(hw: Device, inputs: PricingInputs) -> BatchCurve:
     from heterospec.hls.perf import token_ms
-    arch, rows, cols, design = _hls_point(hw, inputs)
+    arch, rows, cols, design = hls_point(hw, inputs)
     clock = hw.clock_mhz
     return hls_curve(lambda b, c: token_ms(arch, rows, cols, hw, clock, design, c, batch=b)[0],
                      f"HLS perf model, batch-B pass at {clock:g} MHz")

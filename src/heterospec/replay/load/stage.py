@@ -170,7 +170,6 @@ def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, pr
     from heterospec.replay.profiles.batch_prices import BATCH_PRICES_SCHEMA
     from heterospec.replay.load.prices import fit_batch_prices
     kind = profile_kind(profile_name)
-    models = _config1_models() if kind == "paper" else cfg.models
     batch_fit = None
     prices = paths.batch_prices
     if kind == "measured" and batch_prices is not None:
@@ -178,13 +177,20 @@ def device_plan(cfg: Any, paths: RunPaths, system: System, profile_name: str, pr
     elif kind == "measured" and prices.exists():
         from heterospec.store.parquet import read_parquet
         batch_fit = fit_batch_prices(read_parquet(prices, BATCH_PRICES_SCHEMA), str(prices))
+    inputs = pricing_inputs(cfg, paths, kind, problems, profile, batch_fit)
+    return plan_devices(system, settings_of(cfg.load), inputs)
+
+
+def pricing_inputs(cfg: Any, paths: RunPaths, kind: str, problems: list[TracedProblem],
+                   profile: LatencyProfile | None = None, batch_fit: dict | None = None) -> PricingInputs:
+    """What the devices of a system are priced from under profile ``kind`` (:class:`PricingInputs`)."""
+    models = _config1_models() if kind == "paper" else cfg.models
     with_prompt = profile.context_includes_prompt if profile is not None else kind != "paper"
     checkpoints = None if kind == "paper" else {r: paths.model_checkpoint(r) for r in ("draft", "prm", "target")}
-    inputs = PricingInputs(models=models, kind=kind, hls=cfg.hls, batch_fit=batch_fit,
-                           prm_tokens=step_tokens(problems, prm_rescores(profile, kind), with_prompt),
-                           max_context=max_context(problems, with_prompt),
-                           checkpoints=checkpoints, overheads=dict(cfg.replay.call_overhead_ms))
-    return plan_devices(system, settings_of(cfg.load), inputs)
+    return PricingInputs(models=models, kind=kind, hls=cfg.hls, batch_fit=batch_fit,
+                         prm_tokens=step_tokens(problems, prm_rescores(profile, kind), with_prompt),
+                         max_context=max_context(problems, with_prompt),
+                         checkpoints=checkpoints, overheads=dict(cfg.replay.call_overhead_ms))
 
 
 @lru_cache(maxsize=1)
@@ -194,31 +200,35 @@ def _config1_models():
     return compose_config(["models=config1"]).models
 
 
-def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str]) -> list[SystemMethod]:
-    """Every load.systems x load.methods, with its devices planned (so a bad bound fails here, before any run)."""
+def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str], systems: list[System] | None = None,
+              methods: list[str] | None = None, key: str = "load.methods") -> list[SystemMethod]:
+    """Every load.systems x load.methods (or ``systems`` x ``methods``, named ``key`` in errors), with its devices
+    planned (so a bad bound fails here, before any run)."""
     from heterospec.config.hardware import system as hw_system
     from heterospec.replay.grid.entries import compose_schedule
     from heterospec.replay.grid.stage import prefetch_outcome, profile_factory, token_speculation
-    bad = [m for m in cfg.load.methods if m not in LOAD_METHODS]
+    methods = list(cfg.load.methods if methods is None else methods)
+    bad = [m for m in methods if m not in LOAD_METHODS]
     if bad:
-        raise UserError(f"load.methods: unknown {bad}; choose from {list(LOAD_METHODS)}")
-    if not cfg.load.methods or not cfg.load.systems:
-        raise UserError("load.methods and load.systems: nothing to replay (both need an entry)")
-    sets = trace_sets(cfg, paths, {LOAD_METHODS[m][0] for m in cfg.load.methods})
+        raise UserError(f"{key}: unknown {bad}; choose from {list(LOAD_METHODS)}")
+    if systems is None:
+        systems = [hw_system(name, cfg) for name in cfg.load.systems]
+    if not methods or not systems:
+        raise UserError(f"{key} and load.systems: nothing to replay (both need an entry)")
+    sets = trace_sets(cfg, paths, {LOAD_METHODS[m][0] for m in methods})
     factory = profile_factory(cfg.load.profile, cfg, paths)
-    spec = token_speculation(cfg) if any(m.endswith("_sd") for m in cfg.load.methods) else None
+    spec = token_speculation(cfg) if any(m.endswith("_sd") for m in methods) else None
     from heterospec.replay.schedules import get_schedule
     schedules: dict[str, Any] = {}
     out = []
-    for name in cfg.load.systems:
-        system = hw_system(name, cfg)
+    for system in systems:
         profile = factory(system)
-        for method in cfg.load.methods:
+        for method in methods:
             fam, gpu, fpga = LOAD_METHODS[method]
             ts, probs = sets[fam]
             sched = fpga if system.draft.kind == "fpga" else gpu
             if sched not in schedules:
-                schedules[sched] = get_schedule(compose_schedule(cfg, overrides, sched, "load.methods"))
+                schedules[sched] = get_schedule(compose_schedule(cfg, overrides, sched, key))
             plan = device_plan(cfg, paths, system, cfg.load.profile, probs, profile)
             out.append(SystemMethod(system, method, ts, schedules[sched], probs, profile, plan, spec, prefetch_outcome(cfg)))
     return out
