@@ -447,6 +447,12 @@ class BatchCurveConfig:
 
 
 @dataclass
+class LoadPolicyConfig:
+    """The load-aware speculation policies' settings (the methods <rsd|brsd>_<threshold|goodput>)."""
+    limits: dict[str, int] = number(factory=lambda: {"draft": 4}, gt=0)  # threshold: device -> waiting operations
+
+
+@dataclass
 class LoadConfig:
     """The load replay (conf/load/): many requests at once on the modelled systems, capacity at an SLO."""
     name: str = "default"
@@ -471,6 +477,7 @@ class LoadConfig:
     curve: list[float] = number(factory=list, gt=0)  # load points drawn, as fractions of capacity
     paper_batch_curves: dict[str, BatchCurveConfig] = field(default_factory=dict)   # device name -> curve
     workers: int = number(2, ge=1)   # processes (system x method jobs)
+    speculation_policy: LoadPolicyConfig = field(default_factory=LoadPolicyConfig)
 
 
 @dataclass

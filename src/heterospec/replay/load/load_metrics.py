@@ -39,7 +39,7 @@ _KEYS = [
     pa.field("profile", pa.string(), nullable=False),
 ]
 
-LOAD_REQUESTS_SCHEMA = versioned("load_requests", 1, [
+LOAD_REQUESTS_SCHEMA = versioned("load_requests", 2, [
     *_KEYS,
     pa.field("point", pa.int32(), nullable=False),          # the load point (LOAD_POINTS_SCHEMA.point)
     pa.field("request", pa.int32(), nullable=False),        # in arrival order
@@ -51,9 +51,10 @@ LOAD_REQUESTS_SCHEMA = versioned("load_requests", 1, [
     *[pa.field(f"queue_{r}_ms", pa.float64(), nullable=False) for r in RESOURCES],   # ready but waiting, per device
     pa.field("accepted_tokens", pa.int64(), nullable=False),
     pa.field("counted", pa.bool_(), nullable=False),        # false: in the warm-up share, left out of the aggregates
+    pa.field("branch", pa.string()),                        # load-aware speculation: speculate | target; null: static
 ])
 
-LOAD_POINTS_SCHEMA = versioned("load_points", 2, [
+LOAD_POINTS_SCHEMA = versioned("load_points", 3, [
     *_KEYS,
     pa.field("point", pa.int32(), nullable=False),
     pa.field("purpose", pa.string(), nullable=False),       # unloaded | search (capacity bisection) | curve | run
@@ -83,6 +84,7 @@ LOAD_POINTS_SCHEMA = versioned("load_points", 2, [
     *[pa.field(f"batch_{r}", pa.float64(), nullable=False) for r in DEVICES],   # mean batch while busy
     pa.field("energy_per_request_j", pa.float64(), nullable=False),
     pa.field("devices", pa.string(), nullable=False),       # policies, bounds and batch curves (DevicePlan.describe)
+    pa.field("speculated_share", pa.float64()),             # load-aware speculation: counted requests that speculated
 ])
 
 LOAD_CAPACITY_SCHEMA = versioned("load_capacity", 2, [
@@ -171,7 +173,7 @@ def request_rows(reqs: list, counted_from: int, keys: dict, point: int) -> list[
                          arrival_s=r.arrival / 1e3, latency_s=r.latency / 1e3,
                          first_step_s=None if math.isnan(r.first_step) else (r.first_step - r.arrival) / 1e3,
                          **{f"queue_{k}_ms": r.queued[k] for k in RESOURCES},
-                         accepted_tokens=p.accepted_tokens, counted=r.index >= counted_from))
+                         accepted_tokens=p.accepted_tokens, counted=r.index >= counted_from, branch=r.branch))
     return rows
 
 
@@ -204,4 +206,11 @@ def point_row(reqs: list, counted_from: int, window: tuple[float, float], busy: 
         **{f"queue_{d}_ms": float(np.mean([r.queued[d] for r in counted])) if counted else 0.0 for d in DEVICES},
         **{f"util_{r}": min(1.0, busy[r] / span) if span > 0 else 0.0 for r in RESOURCES},
         **{f"batch_{d}": batch[d] for d in DEVICES},
-        energy_per_request_j=energy / len(finished) if finished else math.nan)
+        energy_per_request_j=energy / len(finished) if finished else math.nan,
+        speculated_share=speculated_share(counted))
+
+
+def speculated_share(reqs: list) -> float | None:
+    """The share of requests whose admission speculated (None: no request went through an admission)."""
+    taken = [r.branch for r in reqs if r.branch is not None]
+    return sum(b == "speculate" for b in taken) / len(taken) if taken else None

@@ -10,6 +10,11 @@ cancelling operation that ends stops the operations it cancels: a running one af
 ``atomic`` part; what it did stays on its device's books, thrown away or not. A device that yields to another
 (``SystemParams.yields_to``) makes progress only while that one is idle.
 
+The schedule may be an :class:`~.admission.Admission` (load-aware speculation): each arriving request's branch is
+then its policy's, shown every device's waiting operations and the wait of its recent operations (an exponentially
+weighted mean over about the last ``1 / WAIT_WEIGHT`` operations that started there), and the share of draft steps
+accepted in the requests that speculated and finished.
+
 With one request in the system at a time and every device at batch 1 this is exactly the single-request replay's
 timing: each operation starts when its dependencies and its stream allow and runs for its own duration.
 """
@@ -20,11 +25,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from heterospec.replay.simulator.engines import RESOURCES
+from heterospec.reasoning.speculation_policy import SPECULATE, DeviceView, SystemView
+from heterospec.replay.simulator.engines import DEVICES, RESOURCES
+from heterospec.replay.load.admission import Admission
 from heterospec.replay.load.record import LoadOp, record
 from heterospec.replay.simulator.problem import TracedProblem
 from heterospec.replay.simulator.system import Ctx
 
+WAIT_WEIGHT = 0.05    # an admission's view of a device's wait: each operation that starts moves it this share
 
 @dataclass
 class SimulatedRequest:
@@ -39,6 +47,7 @@ class SimulatedRequest:
     first_step: float = math.nan     # when its first step was settled (nan: the schedule has no steps)
     queued: dict = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))   # ms ready but waiting, per device
     problem_ms: float = 0.0          # the profile's time outside every call (added to its latency)
+    branch: str | None = None        # under an admission: the branch its policy took (speculate | target)
 
     @property
     def latency(self) -> float:
@@ -55,11 +64,17 @@ class Simulation:
         self.done: list[SimulatedRequest] = []
         self._touched: set = set()     # devices whose state changed at this instant
         self.on_done: Callable[[SimulatedRequest], None] | None = None
+        self.admits = isinstance(schedule, Admission)
+        self.waits = dict.fromkeys(DEVICES, 0.0)     # an admission's view: each device's recent wait (ms)
+        self.steps = [0, 0]                           # ... and the speculating requests' accepted, settled steps
 
     # ------------------------------------------------------------------ requests
     def arrive(self, req: SimulatedRequest) -> None:
         """Issue the request's operations at its arrival (``self.now``)."""
-        prob, jobs = record(req.problem, self.schedule, self.ctx)
+        schedule = self.schedule
+        if self.admits:
+            req.branch, schedule = schedule.pick(self.view())
+        prob, jobs = record(req.problem, schedule, self.ctx)
         req.problem, req.jobs, req.left = prob, jobs, len(jobs)
         req.problem_ms = self.ctx.profile.problem_ms
         last: dict[str, LoadOp] = {}
@@ -83,6 +98,12 @@ class Simulation:
             if j.pending == 0:
                 self._ready(j)
 
+    def view(self) -> SystemView:
+        """What an admission's policy sees now: every device's waiting operations and recent wait, the acceptance."""
+        accepted, settled = self.steps
+        return SystemView({d: DeviceView(len(self.servers[d].queue), self.waits[d]) for d in DEVICES},
+                          accepted / settled if settled else None)
+
     def _ready(self, j: LoadOp) -> None:
         now = self.now
         j.ready_at = now
@@ -102,6 +123,8 @@ class Simulation:
         j.start, j.end, j.work, j.done = start, end, j.final, True
         req = j.req
         req.queued[j.res] += start - j.ready_at
+        if self.admits and j.res in self.waits:
+            self.waits[j.res] += WAIT_WEIGHT * (start - j.ready_at - self.waits[j.res])
         if j.first_step:
             req.first_step = end
         for c in j.cancels:
@@ -138,6 +161,9 @@ class Simulation:
             c.work = c.final
 
     def _finish(self, req: SimulatedRequest) -> None:
+        if self.admits and req.branch == SPECULATE and req.problem.outcome:
+            self.steps[0] += sum(o == "accept" for o in req.problem.outcome)
+            self.steps[1] += len(req.problem.outcome)
         self.done.append(req)
         if self.on_done is not None:
             self.on_done(req)

@@ -34,6 +34,8 @@ from heterospec.paths import RunPaths
 from heterospec.replay.simulator.des import simulate_problem
 from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.load import LoadRun, replay_arrivals, replay_requests, serial_plan
+from heterospec.reasoning.speculation_policy import make_policy
+from heterospec.replay.load.admission import Admission, admission
 from heterospec.replay.load.capacity import search
 from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
 from heterospec.replay.load.load_metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
@@ -52,6 +54,7 @@ LOAD_METHODS = {  # method -> (the step-level traces it replays, schedule with a
     "brsd": ("brsd", "step_ahead", "hetero"),
     "brsd_sd": ("brsd", "step_ahead_sd", "hetero_sd"),
 }
+ADAPTIVE = ("threshold", "goodput")   # load-aware speculation: <rsd|brsd>_<policy> (heterospec.reasoning.speculation_policy)
 ARTIFACT_SETS = {"brsd": "with_bt", "rsd": "no_bt"}   # the artifact's Config1 trace sets
 OURS_SETS = {"brsd": "ours_brsd", "rsd": "ours_rsd"}  # our sequential collect traces, as replay_ours names them
 
@@ -95,6 +98,21 @@ def load_plan(cfg: Any) -> LoadPlan:
         raise UserError(f"load.max_requests: {plan.load.max_requests}, expected at least load.requests "
                         f"({plan.load.requests})")
     return plan
+
+
+def method_parts(method: str) -> tuple[str, str | None] | None:
+    """A load method as (its static method, its speculation policy or None): ``brsd_goodput`` -> (brsd, goodput);
+    None for a name that is neither a static method nor a step-level one with a policy."""
+    if method in LOAD_METHODS:
+        return method, None
+    base, _, policy = method.rpartition("_")
+    if base in ("rsd", "brsd") and policy in ADAPTIVE:
+        return base, policy
+    return None
+
+
+def method_names() -> list[str]:
+    return list(LOAD_METHODS) + [f"{b}_{p}" for b in ("rsd", "brsd") for p in ADAPTIVE]
 
 
 def which_traces(cfg: Any, paths: RunPaths) -> str:
@@ -208,29 +226,38 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str], systems: list[Sys
     from heterospec.replay.grid.entries import compose_schedule
     from heterospec.replay.grid.stage import prefetch_outcome, profile_factory, token_speculation
     methods = list(cfg.load.methods if methods is None else methods)
-    bad = [m for m in methods if m not in LOAD_METHODS]
+    bad = [m for m in methods if method_parts(m) is None]
     if bad:
-        raise UserError(f"{key}: unknown {bad}; choose from {list(LOAD_METHODS)}")
+        raise UserError(f"{key}: unknown {bad}; choose from {method_names()}")
     if systems is None:
         systems = [hw_system(name, cfg) for name in cfg.load.systems]
     if not methods or not systems:
         raise UserError(f"{key} and load.systems: nothing to replay (both need an entry)")
-    sets = trace_sets(cfg, paths, {LOAD_METHODS[m][0] for m in methods})
+    sets = trace_sets(cfg, paths, {LOAD_METHODS[method_parts(m)[0]][0] for m in methods})
     factory = profile_factory(cfg.load.profile, cfg, paths)
     spec = token_speculation(cfg) if any(m.endswith("_sd") for m in methods) else None
     from heterospec.replay.schedules import get_schedule
     schedules: dict[str, Any] = {}
     out = []
+    policies = {p: make_policy(p, dict(cfg.load.speculation_policy.limits)) for p in
+                {method_parts(m)[1] for m in methods} - {None}}
+
+    def schedule(name: str) -> Any:
+        if name not in schedules:
+            schedules[name] = get_schedule(compose_schedule(cfg, overrides, name, key))
+        return schedules[name]
     for system in systems:
         profile = factory(system)
         for method in methods:
-            fam, gpu, fpga = LOAD_METHODS[method]
+            base, policy = method_parts(method)
+            fam, gpu, fpga = LOAD_METHODS[base]
             ts, probs = sets[fam]
-            sched = fpga if system.draft.kind == "fpga" else gpu
-            if sched not in schedules:
-                schedules[sched] = get_schedule(compose_schedule(cfg, overrides, sched, key))
+            sched = schedule(fpga if system.draft.kind == "fpga" else gpu)
+            if policy is not None:
+                ctx = Ctx(profile, SystemParams.of(system), prefetch_outcome(cfg), spec)
+                sched = admission(policies[policy], sched, schedule(LOAD_METHODS["target"][1]), probs, ctx)
             plan = device_plan(cfg, paths, system, cfg.load.profile, probs, profile)
-            out.append(SystemMethod(system, method, ts, schedules[sched], probs, profile, plan, spec, prefetch_outcome(cfg)))
+            out.append(SystemMethod(system, method, ts, sched, probs, profile, plan, spec, prefetch_outcome(cfg)))
     return out
 
 
@@ -251,19 +278,32 @@ class Alone:
 
 
 def alone(job: SystemMethod) -> Alone:
+    """The job's problems alone on an idle system (an admission's: under the branch an idle system takes). Under an
+    admission a device's busy time per request is the lesser of its two branches' (each request takes one of them,
+    so the hard limits bound every mix of branches)."""
     ctx = job.ctx()
-    lat, busy = [], dict.fromkeys(RESOURCES, 0.0)
-    for p in job.problems:
-        m, _ = simulate_problem(p, job.schedule, ctx)
-        lat.append(m["latency_ms"] / 1e3)
-        for d in busy:
-            busy[d] += m.get(f"busy_{d}_ms", 0.0)
+    adm = job.schedule if isinstance(job.schedule, Admission) else None
+    lat, busy = _one_by_one(job.problems, adm.idle() if adm else job.schedule, ctx)
+    for branch in (adm.schedules.values() if adm else ()):
+        other = _one_by_one(job.problems, branch, ctx)[1]
+        busy = {d: min(busy[d], other[d]) for d in busy}
     gap = max(lat, default=0.0) + 1.0
     far = replay_requests([(i * gap, p) for i, p in enumerate(job.problems)], job.system, job.schedule,
                           job.profile, serial_plan(), speculation=job.speculation, recorded=job.recorded)
     same = sum(abs(r.latency / 1e3 - x) <= 1e-9 * x for r, x in zip(far.requests, lat)) / max(len(lat), 1)
-    n = max(len(job.problems), 1)
-    return Alone(lat, {d: v / n for d, v in busy.items()}, same)
+    return Alone(lat, busy, same)
+
+
+def _one_by_one(problems: list, schedule: Any, ctx: Ctx) -> tuple[list, dict]:
+    """Each problem's single-request latency (s) and each device's mean busy time per problem (ms)."""
+    lat, busy = [], dict.fromkeys(RESOURCES, 0.0)
+    for p in problems:
+        m, _ = simulate_problem(p, schedule, ctx)
+        lat.append(m["latency_ms"] / 1e3)
+        for d in busy:
+            busy[d] += m.get(f"busy_{d}_ms", 0.0)
+    n = max(len(problems), 1)
+    return lat, {d: v / n for d, v in busy.items()}
 
 
 def hard_limits(job: SystemMethod, solo: Alone) -> dict[str, float]:
