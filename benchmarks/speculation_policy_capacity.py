@@ -3,7 +3,7 @@ run's load replay, each method's capacity at the SLO and its unloaded P50, for t
 methods and the adaptive ones; the adaptive ``goodput`` method against the better of the target alone and the best
 static method (capacity at least that minus 5 %, unloaded P50 within 5 % of the best static method's).
 
-    python benchmarks/speculation_policy_capacity.py [--run default] [--base brsd] [overrides...]
+    python benchmarks/speculation_policy_capacity.py [--run default] [--base rsd,brsd] [overrides...]
 
 Replays with the run's config and traces (``results/<run>/``, after the run) and writes nothing; the search is the
 load stage's (``load.seeds`` seeds, points up to ``load.max_requests``), so it takes minutes.
@@ -19,10 +19,11 @@ from pathlib import Path
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", default="default", help="the run whose traces to replay (results/<run>/)")
-    ap.add_argument("--base", nargs="+", default=["rsd", "brsd"], help="the step-level methods to adapt")
+    ap.add_argument("--base", default="rsd,brsd", help="the step-level methods to adapt, comma-separated")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("overrides", nargs="*", help="Hydra overrides the run was made with (experiment=...)")
     a = ap.parse_args()
+    a.base = a.base.split(",")
     from heterospec.config import compose_config
     from heterospec.paths import RunPaths
     from heterospec.replay.load.stage import (ADAPTIVE, _in_workers, alone, capacity_job, load_plan, make_jobs,
