@@ -22,6 +22,18 @@ def test_every_experiment_composes(experiment):
     assert (cfg.datasets or cfg.replay.trace_sets) and cfg.models.draft and System.of(cfg.system).target.memory.bandwidth_gbs > 0
 
 
+# the schedules the replay_methods view (heterospec.store.catalog) compares; the workflow draws the `methods` figure
+# for every run that replays, so a run replaying none of them schedules a figure with no rows (a missing output)
+METHOD_SCHEDULES = {"step_ahead", "step_ahead_sd", "target_only", "target_sd", "hetero", "hetero_sd"}
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_replaying_experiment_replays_what_its_figures_compare(experiment):
+    cfg = compose_config([f"experiment={experiment}"])
+    if cfg.replay.get("enabled", True) and cfg.replay.trace_sets:
+        assert set(cfg.replay.schedules) & METHOD_SCHEDULES, f"replay.schedules {list(cfg.replay.schedules)}"
+
+
 @pytest.mark.parametrize("hw", HARDWARE)
 def test_every_device_swaps_in(hw):
     draft = Device.of(compose_config([f"hardware@system.draft={hw}"]).system.draft)
