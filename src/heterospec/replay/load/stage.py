@@ -31,11 +31,10 @@ from heterospec.config.hardware import System
 from heterospec.config.schema import LoadConfig
 from heterospec.errors import UserError
 from heterospec.paths import RunPaths
-from heterospec.replay.simulator.des import simulate_problem
 from heterospec.replay.simulator.latency import LatencyProfile
 from heterospec.replay.load import LoadRun, replay_arrivals, replay_requests, serial_plan
 from heterospec.reasoning.speculation_policy import make_policy
-from heterospec.replay.load.admission import Admission, admission
+from heterospec.replay.load.admission import Admission, admission, one_by_one
 from heterospec.replay.load.capacity import search
 from heterospec.replay.load.devices import DevicePlan, PricingInputs, plan_devices, settings_of
 from heterospec.replay.load.load_metrics import (LOAD_CAPACITY_SCHEMA, LOAD_POINTS_SCHEMA, LOAD_REQUESTS_SCHEMA,
@@ -54,6 +53,7 @@ LOAD_METHODS = {  # method -> (the step-level traces it replays, schedule with a
     "brsd": ("brsd", "step_ahead", "hetero"),
     "brsd_sd": ("brsd", "step_ahead_sd", "hetero_sd"),
 }
+STEP_METHODS = ("rsd", "brsd")         # step-level speculation, the methods a speculation policy adapts
 ADAPTIVE = ("threshold", "goodput")   # load-aware speculation: <rsd|brsd>_<policy> (heterospec.reasoning.speculation_policy)
 ARTIFACT_SETS = {"brsd": "with_bt", "rsd": "no_bt"}   # the artifact's Config1 trace sets
 OURS_SETS = {"brsd": "ours_brsd", "rsd": "ours_rsd"}  # our sequential collect traces, as replay_ours names them
@@ -106,13 +106,13 @@ def method_parts(method: str) -> tuple[str, str | None] | None:
     if method in LOAD_METHODS:
         return method, None
     base, _, policy = method.rpartition("_")
-    if base in ("rsd", "brsd") and policy in ADAPTIVE:
+    if base in STEP_METHODS and policy in ADAPTIVE:
         return base, policy
     return None
 
 
 def method_names() -> list[str]:
-    return list(LOAD_METHODS) + [f"{b}_{p}" for b in ("rsd", "brsd") for p in ADAPTIVE]
+    return list(LOAD_METHODS) + [f"{b}_{p}" for b in STEP_METHODS for p in ADAPTIVE]
 
 
 def which_traces(cfg: Any, paths: RunPaths) -> str:
@@ -252,12 +252,13 @@ def make_jobs(cfg: Any, paths: RunPaths, overrides: list[str], systems: list[Sys
             base, policy = method_parts(method)
             fam, gpu, fpga = LOAD_METHODS[base]
             ts, probs = sets[fam]
-            sched = schedule(fpga if system.draft.kind == "fpga" else gpu)
-            if policy is not None:
-                ctx = Ctx(profile, SystemParams.of(system), prefetch_outcome(cfg), spec)
-                sched = admission(policies[policy], sched, schedule(LOAD_METHODS["target"][1]), probs, ctx)
             plan = device_plan(cfg, paths, system, cfg.load.profile, probs, profile)
-            out.append(SystemMethod(system, method, ts, sched, probs, profile, plan, spec, prefetch_outcome(cfg)))
+            job = SystemMethod(system, method, ts, schedule(fpga if system.draft.kind == "fpga" else gpu), probs,
+                               profile, plan, spec, prefetch_outcome(cfg))
+            if policy is not None:
+                job.schedule = admission(policies[policy], job.schedule, schedule(LOAD_METHODS["target"][1]), probs,
+                                         job.ctx())
+            out.append(job)
     return out
 
 
@@ -281,29 +282,17 @@ def alone(job: SystemMethod) -> Alone:
     """The job's problems alone on an idle system (an admission's: under the branch an idle system takes). Under an
     admission a device's busy time per request is the lesser of its two branches' (each request takes one of them,
     so the hard limits bound every mix of branches)."""
-    ctx = job.ctx()
-    adm = job.schedule if isinstance(job.schedule, Admission) else None
-    lat, busy = _one_by_one(job.problems, adm.idle() if adm else job.schedule, ctx)
-    for branch in (adm.schedules.values() if adm else ()):
-        other = _one_by_one(job.problems, branch, ctx)[1]
-        busy = {d: min(busy[d], other[d]) for d in busy}
+    if isinstance(job.schedule, Admission):
+        runs = job.schedule.alone
+        lat = runs[job.schedule.idle_branch()][0]
+        busy = {d: min(b[d] for _, b in runs.values()) for d in RESOURCES}
+    else:
+        lat, busy, _ = one_by_one(job.problems, job.schedule, job.ctx())
     gap = max(lat, default=0.0) + 1.0
     far = replay_requests([(i * gap, p) for i, p in enumerate(job.problems)], job.system, job.schedule,
                           job.profile, serial_plan(), speculation=job.speculation, recorded=job.recorded)
     same = sum(abs(r.latency / 1e3 - x) <= 1e-9 * x for r, x in zip(far.requests, lat)) / max(len(lat), 1)
     return Alone(lat, busy, same)
-
-
-def _one_by_one(problems: list, schedule: Any, ctx: Ctx) -> tuple[list, dict]:
-    """Each problem's single-request latency (s) and each device's mean busy time per problem (ms)."""
-    lat, busy = [], dict.fromkeys(RESOURCES, 0.0)
-    for p in problems:
-        m, _ = simulate_problem(p, schedule, ctx)
-        lat.append(m["latency_ms"] / 1e3)
-        for d in busy:
-            busy[d] += m.get(f"busy_{d}_ms", 0.0)
-    n = max(len(problems), 1)
-    return lat, {d: v / n for d, v in busy.items()}
 
 
 def hard_limits(job: SystemMethod, solo: Alone) -> dict[str, float]:
